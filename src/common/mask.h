@@ -1,0 +1,35 @@
+// Which keys a query row may see: the one definition of causal, sliding-window and length masks, and of the ALiBi
+// bias, for the CPU reference and every kernel.
+//
+// Coordinates are within one sequence: row i in [0, seqlen_q), key column j in [0, seqlen_k). The diagonal is
+// aligned to the bottom-right corner (FlashAttention >= 2.1): row i "sits at" key position i + seqlen_k - seqlen_q.
+#pragma once
+
+#include <cstdint>
+
+#include "host_device.h"
+
+namespace flashattn {
+
+// Keys [begin, end) visible to row i. Empty (begin >= end) when the row sees nothing.
+struct KeyRange {
+    int64_t begin, end;
+};
+
+FLASHATTN_HD KeyRange visible_keys(int64_t row, int64_t seqlen_q, int64_t seqlen_k, int32_t window_left,
+                                   int32_t window_right) {
+    const int64_t diag = row + seqlen_k - seqlen_q;
+    int64_t begin = 0, end = seqlen_k;
+    if (window_left >= 0 && diag - window_left > begin) begin = diag - window_left;
+    if (window_right >= 0 && diag + window_right + 1 < end) end = diag + window_right + 1;
+    if (end < begin) end = begin;
+    return KeyRange{begin, end};
+}
+
+// ALiBi bias added to the (scaled, soft-capped) score of (row, col): -slope * |row + seqlen_k - seqlen_q - col|.
+FLASHATTN_HD float alibi_bias(float slope, int64_t row, int64_t col, int64_t seqlen_q, int64_t seqlen_k) {
+    const int64_t dist = row + seqlen_k - seqlen_q - col;
+    return -slope * static_cast<float>(dist < 0 ? -dist : dist);
+}
+
+}  // namespace flashattn
