@@ -26,6 +26,20 @@ FLASHATTN_HD KeyRange visible_keys(int64_t row, int64_t seqlen_q, int64_t seqlen
     return KeyRange{begin, end};
 }
 
+// Query rows [begin, end) that see at least one key of [col_begin, col_end) (the backward walks these rows for
+// one key tile). Visible ranges only move right as the row grows, so the rows form one interval.
+FLASHATTN_HD KeyRange rows_seeing_keys(int64_t col_begin, int64_t col_end, int64_t seqlen_q, int64_t seqlen_k,
+                                       int32_t window_left, int32_t window_right) {
+    const int64_t shift = seqlen_k - seqlen_q;  // row i sits at key position i + shift
+    int64_t begin = 0, end = seqlen_q;
+    // visible end of row i is i + shift + window_right + 1 > col_begin
+    if (window_right >= 0 && col_begin - shift - window_right > begin) begin = col_begin - shift - window_right;
+    // visible begin of row i is i + shift - window_left < col_end
+    if (window_left >= 0 && col_end - shift + window_left < end) end = col_end - shift + window_left;
+    if (col_begin >= seqlen_k || col_end <= col_begin || end < begin) end = begin;
+    return KeyRange{begin, end};
+}
+
 // ALiBi bias added to the (scaled, soft-capped) score of (row, col): -slope * |row + seqlen_k - seqlen_q - col|.
 FLASHATTN_HD float alibi_bias(float slope, int64_t row, int64_t col, int64_t seqlen_q, int64_t seqlen_k) {
     const int64_t dist = row + seqlen_k - seqlen_q - col;

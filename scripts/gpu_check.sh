@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU: build with all cores, run every test (GPU tests included), compute-sanitizer
+# memcheck on a reduced GPU set, and the benchmark. Logs and the results JSON go to $OUT (default ./out); a short
+# summary is printed last.
+#   FLASHATTN_CUDA_ARCHS   GPU targets to build (default: this GPU's, e.g. 90a on an H100)
+#   FLASHATTN_BENCH_ARGS   extra arguments for bench/bench_sweep.py (e.g. "--quick")
+#   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1   skip those steps
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/out}
+mkdir -p "$out"
+build=${FLASHATTN_BUILD_DIR:-$root/build-gpu}
+jobs=$(nproc)
+export PYTHONUNBUFFERED=1
+summary="$out/summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+# ---- the machine -------------------------------------------------------------------------------------------------
+{
+  date -u +"%Y-%m-%dT%H:%M:%SZ"
+  git -C "$root" rev-parse HEAD 2>/dev/null || echo "commit: unknown"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
+  nvcc --version | tail -2
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+} > "$out/env.txt"
+cat "$out/env.txt"
+
+if [ -z "${FLASHATTN_CUDA_ARCHS:-}" ]; then
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
+  case "$cc" in 90) FLASHATTN_CUDA_ARCHS=90a ;; "") FLASHATTN_CUDA_ARCHS="80;90a" ;; *) FLASHATTN_CUDA_ARCHS=$cc ;; esac
+fi
+
+# GoogleTest: the system's, or a copy carried in .deps/gtest.
+gtest_args=()
+if [ -d "$root/.deps/gtest" ]; then
+  gtest_args=(-DGTest_DIR="$root/.deps/gtest/lib/x86_64-linux-gnu/cmake/GTest")
+fi
+
+# ---- build ---------------------------------------------------------------------------------------------------------
+t0=$(date +%s)
+if cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA_ARCHS="$FLASHATTN_CUDA_ARCHS" \
+     "${gtest_args[@]}" > "$out/build.log" 2>&1 &&
+   cmake --build "$build" -j "$jobs" >> "$out/build.log" 2>&1; then
+  note "build: ok in $(( $(date +%s) - t0 )) s (archs $FLASHATTN_CUDA_ARCHS, $jobs jobs)"
+else
+  note "build: FAILED after $(( $(date +%s) - t0 )) s; the end of build.log:"
+  tail -40 "$out/build.log"
+  exit 1
+fi
+
+# ---- tests ---------------------------------------------------------------------------------------------------------
+t0=$(date +%s)
+ctest --test-dir "$build" --output-on-failure -j 1 > "$out/test.log" 2>&1
+test_rc=$?
+note "tests: $(grep -E 'tests passed|tests failed' "$out/test.log" | tail -1) in $(( $(date +%s) - t0 )) s (rc $test_rc)"
+grep -E '^\s+[0-9]+ - .*(Failed|Not Run|Timeout)' "$out/test.log" | head -40 | tee -a "$summary"
+note "skipped: $(grep -c 'Skipped' "$out/test.log" || true)"
+
+# ---- memcheck on a reduced set -------------------------------------------------------------------------------------
+if [ "${FLASHATTN_SKIP_MEMCHECK:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
+  t0=$(date +%s)
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/test_kernels" \
+    --gtest_filter='*Memcheck*' > "$out/memcheck.log" 2>&1
+  note "memcheck: rc $? in $(( $(date +%s) - t0 )) s; $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
+fi
+
+# ---- benchmark -------------------------------------------------------------------------------------------------------
+if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ]; then
+  t0=$(date +%s)
+  python3 "$root/bench/bench_sweep.py" --lib "$build/libflashattn.so" --json "$out/bench.json" \
+    ${FLASHATTN_BENCH_ARGS:-} > "$out/bench.log" 2>&1
+  note "bench: rc $? in $(( $(date +%s) - t0 )) s"
+  tail -60 "$out/bench.log"
+fi
+
+echo "==== summary"
+cat "$summary"
+exit $test_rc

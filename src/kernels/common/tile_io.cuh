@@ -1,0 +1,81 @@
+// Moving tiles between global and shared memory, for the Ampere-class kernels.
+//
+// A shared-memory tile holds `rows` rows of kHeadDim 16-bit elements, each row padded by 8 elements (16 bytes):
+// with kHeadDim / 8 even, a padded row is an odd number of 16-byte chunks, so the 8 row addresses of an ldmatrix
+// fall in 8 different bank groups (no conflicts) without a swizzle.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/ptx.cuh"
+
+namespace flashattn::kernels {
+
+constexpr int kChunkElems = 8;  // 16-byte chunk of 16-bit elements: the unit of every copy
+constexpr int kRowPadElems = 8;
+
+template <int kHeadDim>
+struct SmemRow {
+    static_assert(kHeadDim % 16 == 0, "head dim bucket must be a multiple of 16");
+    static constexpr int kStride = kHeadDim + kRowPadElems;  // elements between row starts
+    static constexpr int kChunks = kHeadDim / kChunkElems;   // chunks per row
+};
+
+// Start an asynchronous copy of rows [0, kRows) of a tile from global memory into shared memory `smem`.
+// Row r comes from gmem + r * row_stride; rows >= valid_rows and columns >= valid_cols (a multiple of 8) are
+// zero-filled, so padded rows and head dims contribute nothing to any product.
+template <int kRows, int kHeadDim, int kThreads, typename Elem>
+__device__ __forceinline__ void load_tile_async(Elem* smem, const Elem* gmem, int64_t row_stride, int valid_rows,
+                                                int valid_cols, int tid) {
+    using Row = SmemRow<kHeadDim>;
+    if constexpr (kThreads % Row::kChunks == 0) {
+        // Each thread copies the same column chunk of rows r0, r0 + kRowsPerPass, ...: one running pointer per
+        // thread instead of one per chunk keeps the address arithmetic out of the register budget.
+        constexpr int kRowsPerPass = kThreads / Row::kChunks;
+        static_assert(kRows % kRowsPerPass == 0, "tile rows must divide evenly among passes");
+        const int r0 = tid / Row::kChunks;
+        const int c = (tid % Row::kChunks) * kChunkElems;
+        const bool col_valid = c < valid_cols;
+        const Elem* src = gmem + r0 * row_stride + c;
+        uint32_t dst = ptx::smem_addr(smem + r0 * Row::kStride + c);
+#pragma unroll
+        for (int i = 0; i < kRows / kRowsPerPass; ++i) {
+            const bool valid = col_valid && r0 + i * kRowsPerPass < valid_rows;
+            ptx::cp_async_16(dst, valid ? src : gmem, valid);
+            src += kRowsPerPass * row_stride;
+            dst += kRowsPerPass * Row::kStride * sizeof(Elem);
+        }
+    } else {
+        // Rows of a chunk count that does not divide the block (head dims 96, 192): chunk by chunk.
+        constexpr int kTotal = kRows * Row::kChunks;
+#pragma unroll
+        for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
+            const int chunk = tid + i * kThreads;
+            if (kTotal % kThreads != 0 && chunk >= kTotal) break;
+            const int r = chunk / Row::kChunks;
+            const int c = (chunk % Row::kChunks) * kChunkElems;
+            const bool valid = r < valid_rows && c < valid_cols;
+            ptx::cp_async_16(ptx::smem_addr(smem + r * Row::kStride + c), valid ? gmem + r * row_stride + c : gmem,
+                             valid);
+        }
+    }
+}
+
+// Copy rows [0, valid_rows) and columns [0, valid_cols) of a shared-memory tile to global memory, 16 bytes at a time.
+template <int kRows, int kHeadDim, int kThreads, typename Elem>
+__device__ __forceinline__ void store_tile(Elem* gmem, const Elem* smem, int64_t row_stride, int valid_rows,
+                                           int valid_cols, int tid) {
+    using Row = SmemRow<kHeadDim>;
+    constexpr int kTotal = kRows * Row::kChunks;
+#pragma unroll
+    for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
+        const int chunk = tid + i * kThreads;
+        if (kTotal % kThreads != 0 && chunk >= kTotal) break;
+        const int r = chunk / Row::kChunks;
+        const int c = (chunk % Row::kChunks) * kChunkElems;
+        if (r < valid_rows && c < valid_cols)
+            ptx::st_global_16(gmem + r * row_stride + c, ptx::ld_shared_16(ptx::smem_addr(smem + r * Row::kStride + c)));
+    }
+}
+
+}  // namespace flashattn::kernels

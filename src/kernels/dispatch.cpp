@@ -1,0 +1,170 @@
+// GPU dispatch: (architecture, dtype, head dim) -> a compiled kernel, with a clear error for what is not compiled.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+
+#include "common/build_config.h"
+#include "kernels/common/attn_probs.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/launch.h"
+#include "kernels/sm80/instances.h"
+
+namespace flashattn::kernels {
+
+namespace {
+
+constexpr int kMinComputeMajor = 8;  // mma.sync m16n8k16 with bf16, cp.async: sm_80 and newer
+
+using FwdFn = void (*)(const AttnParams&);
+using BwdFn = void (*)(const AttnParams&, const BwdPlan&);
+
+// The launchers of one dtype and head dim bucket.
+struct Sm80Launchers {
+    FwdFn fwd = nullptr;
+    BwdFn bwd = nullptr;
+};
+
+template <ElemType kElem>
+Sm80Launchers sm80_launchers_of_dtype(int bucket) {
+    switch (bucket) {
+        case 64: return {&launch_fwd_sm80<kElem, 64>, &launch_bwd_sm80<kElem, 64>};
+        case 96: return {&launch_fwd_sm80<kElem, 96>, &launch_bwd_sm80<kElem, 96>};
+        case 128: return {&launch_fwd_sm80<kElem, 128>, &launch_bwd_sm80<kElem, 128>};
+        case 192: return {&launch_fwd_sm80<kElem, 192>, &launch_bwd_sm80<kElem, 192>};
+        case 256: return {&launch_fwd_sm80<kElem, 256>, &launch_bwd_sm80<kElem, 256>};
+        default: return {};
+    }
+}
+
+const char* elem_name(ElemType e) {
+    switch (e) {
+        case ElemType::f16: return "float16";
+        case ElemType::bf16: return "bfloat16";
+        case ElemType::f32: return "float32";
+        case ElemType::f64: return "float64";
+    }
+    return "?";
+}
+
+// The current device's compute capability, checked against what the kernels need.
+void require_supported_device() {
+    int device = 0, major = 0, minor = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+    if (major < kMinComputeMajor) {
+        std::ostringstream os;
+        os << "GPU " << device << " is sm_" << major << minor
+           << ": flashattn's kernels need compute capability 8.0 or newer (Ampere, Ada, Hopper)";
+        throw Error(Status::unsupported, os.str());
+    }
+}
+
+// The launchers for p, or an Error naming what is not compiled.
+Sm80Launchers sm80_launchers(const AttnParams& p, const char* direction) {
+    const int bucket = head_dim_bucket(p.head_dim, p.head_dim_v);
+    Sm80Launchers l;
+    if (p.dtype == ElemType::f16) l = sm80_launchers_of_dtype<ElemType::f16>(bucket);
+    if (p.dtype == ElemType::bf16) l = sm80_launchers_of_dtype<ElemType::bf16>(bucket);
+    if (!l.fwd) {
+        std::ostringstream os;
+        os << "no GPU " << direction << " kernel for dtype " << elem_name(p.dtype) << ", head_dim " << p.head_dim
+           << ", head_dim_v " << p.head_dim_v << " (compiled: float16/bfloat16, head dims up to 256)";
+        throw Error(Status::unsupported, os.str());
+    }
+    return l;
+}
+
+int current_sm_count() {
+    int device = 0, sms = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+    return sms;
+}
+
+constexpr size_t kWorkspaceAlign = 256;
+size_t align_up(size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+}  // namespace
+
+int head_dim_bucket(int head_dim, int head_dim_v) {
+    const int d = head_dim > head_dim_v ? head_dim : head_dim_v;
+    for (int bucket : kHeadDimBuckets)
+        if (d <= bucket) return bucket;
+    return 0;
+}
+
+size_t forward_workspace_bytes(const AttnParams& p) {
+    // attn_probs are normalised with the LSE: when the caller did not ask for the LSE, it lives in the workspace.
+    if (p.attn_probs && !p.softmax_lse)
+        return sizeof(float) * size_t(p.nheads) * (p.is_varlen ? size_t(p.total_q) : size_t(p.batch) * p.seqlen_q);
+    return 0;
+}
+
+void run_forward(const AttnParams& p) {
+    if (p.batch == 0 || p.seqlen_q == 0) return;
+    require_supported_device();
+    const FwdFn fn = sm80_launchers(p, "forward").fwd;
+    AttnParams run = p;
+    if (p.attn_probs && !p.softmax_lse) {
+        if (p.workspace_bytes < forward_workspace_bytes(p))
+            throw Error(Status::invalid_argument, "workspace: attn_probs without softmax_lse needs " +
+                                                      std::to_string(forward_workspace_bytes(p)) + " bytes");
+        run.softmax_lse = static_cast<float*>(p.workspace);
+        run.lse_batch_stride = p.is_varlen ? 0 : int64_t(p.nheads) * p.seqlen_q;
+        run.lse_head_stride = p.is_varlen ? p.total_q : p.seqlen_q;
+    }
+    fn(run);
+    if (run.attn_probs) launch_attn_probs(run, run.softmax_lse);
+}
+
+BwdPlan make_bwd_plan(const AttnParams& p, int sm_count) {
+    BwdPlan plan;
+    const int bucket = head_dim_bucket(p.head_dim, p.head_dim_v);
+    const int64_t rows = accum_rows(p);
+    if (p.deterministic) {
+        // Enough splits to fill the GPU twice over with (split, batch, kv head) blocks, never more than key tiles.
+        const int64_t blocks_per_split = std::max<int64_t>(1, int64_t(p.batch) * p.nheads_k);
+        const int64_t key_tiles = (p.seqlen_k + kBwdMinBlockN - 1) / kBwdMinBlockN;
+        const int64_t want = (2 * int64_t(sm_count) + blocks_per_split - 1) / blocks_per_split;
+        plan.n_splits = static_cast<int>(std::max<int64_t>(1, std::min(want, key_tiles)));
+    }
+    plan.split_stride = rows * p.nheads * bucket;
+    const size_t accum_bytes = align_up(sizeof(float) * size_t(plan.n_splits) * size_t(plan.split_stride));
+    const size_t d_bytes = p.softmax_d ? 0 : align_up(sizeof(float) * size_t(rows) * p.nheads);
+    plan.workspace_bytes = accum_bytes + d_bytes;
+    if (p.workspace) {
+        plan.dq_accum = static_cast<float*>(p.workspace);
+        plan.softmax_d = p.softmax_d ? p.softmax_d
+                                     : reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + accum_bytes);
+    }
+    return plan;
+}
+
+size_t backward_workspace_bytes(const AttnParams& p) {
+    if (p.batch == 0 || p.seqlen_q == 0) return 0;
+    return make_bwd_plan(p, current_sm_count()).workspace_bytes;
+}
+
+void run_backward(const AttnParams& p) {
+    if (p.batch == 0 || p.seqlen_q == 0) return;
+    require_supported_device();
+    const BwdFn fn = sm80_launchers(p, "backward").bwd;
+    const BwdPlan plan = make_bwd_plan(p, current_sm_count());
+    if (p.workspace_bytes < plan.workspace_bytes || (plan.workspace_bytes > 0 && !p.workspace))
+        throw Error(Status::invalid_argument, "workspace: the backward needs " + std::to_string(plan.workspace_bytes) +
+                                                  " bytes (workspace_size()), got " + std::to_string(p.workspace_bytes));
+    fn(p, plan);
+}
+
+std::string compiled_kernels_summary() {
+    std::ostringstream os;
+    os << "Ampere-class (mma.sync) forward and backward: float16, bfloat16 x head dims";
+    for (int b : kHeadDimBuckets) os << ' ' << b;
+    os << " (other head dims up to 256, multiples of 8, run in the next bucket); archs " << FLASHATTN_CUDA_ARCHS;
+    return os.str();
+}
+
+}  // namespace flashattn::kernels

@@ -1,0 +1,27 @@
+// The GPU backend's entry points, called by src/api for CUDA tensors. Host-only declarations: src/api never sees a
+// kernel template. Each function takes a validated AttnParams and launches on params.stream; errors throw
+// flashattn::Error (Status::unsupported when no kernel was compiled for the device, dtype or head dim).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "common/params.h"
+
+namespace flashattn::kernels {
+
+// Head dims are compiled in buckets; a call runs the smallest bucket that holds max(head_dim, head_dim_v), the
+// extra columns zero-padded in shared memory.
+constexpr int kHeadDimBuckets[] = {64, 96, 128, 192, 256};
+int head_dim_bucket(int head_dim, int head_dim_v);  // 0 when none fits
+
+void run_forward(const AttnParams& p);
+size_t forward_workspace_bytes(const AttnParams& p);
+
+void run_backward(const AttnParams& p);
+size_t backward_workspace_bytes(const AttnParams& p);
+
+// Compiled kernels in words, for `flashattn doctor`.
+std::string compiled_kernels_summary();
+
+}  // namespace flashattn::kernels

@@ -1,0 +1,30 @@
+// How the backward uses its workspace: the fp32 dQ accumulator (one copy per split in deterministic mode) and,
+// when the caller did not ask for softmax_d, the D = rowsum(dO * O) buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/host_device.h"
+#include "common/params.h"
+
+namespace flashattn::kernels {
+
+// The smallest key tile of any backward shape (bwd_launch.cuh): bounds the useful number of splits.
+constexpr int kBwdMinBlockN = 64;
+
+struct BwdPlan {
+    int n_splits = 1;          // copies of the dQ accumulator
+    int64_t split_stride = 0;  // floats between copies
+    float* dq_accum = nullptr;
+    float* softmax_d = nullptr;
+    size_t workspace_bytes = 0;
+};
+
+// Rows of q in the dQ accumulator's (row, head, dim) layout: batch * seqlen_q, or total_q for varlen.
+FLASHATTN_HD int64_t accum_rows(const AttnParams& p) { return p.is_varlen ? p.total_q : int64_t(p.batch) * p.seqlen_q; }
+
+// The plan for p on a device with `sm_count` multiprocessors; pointers are set when p.workspace is.
+BwdPlan make_bwd_plan(const AttnParams& p, int sm_count);
+
+}  // namespace flashattn::kernels

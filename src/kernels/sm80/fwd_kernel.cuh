@@ -1,0 +1,297 @@
+// The Ampere-class forward kernel (mma.sync; runs on sm_80 and newer).
+//
+// One thread block computes a tile of kBlockM query rows of one (sequence, head):
+//   Q tile stays in shared memory; K and V tiles of kBlockN keys stream through shared memory with cp.async, the
+//   load of V(j) overlapping S = Q K(j)^T and the load of K(j+1) overlapping O += P V(j);
+//   each warp owns kBlockM / kWarps rows: S and O live in its registers, and the softmax is online (running max and
+//   sum per row, in exp2 with the softmax scale folded into one multiply);
+//   P goes from the S accumulators straight into the A operand of the PV product (the C layout of two n8 tiles is
+//   the A layout of one k16 step), never through shared memory.
+// Run-time features (masks, softcap, ALiBi, dropout, varlen, GQA) are read from AttnParams; their branches are
+// uniform across the block and taken once per K/V tile, outside the mma loops. Masks are applied only on tiles
+// that cross a mask edge; tiles no row can see are not visited.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/mask.h"
+#include "common/params.h"
+#include "common/philox.h"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/seq_slice.cuh"
+#include "kernels/common/tile_io.cuh"
+
+namespace flashattn::kernels {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_>
+struct FwdTraits {
+    using Elem = Elem_;
+    static constexpr int kHeadDim = kHeadDim_;  // compiled bucket: q/k/v head dims up to this are zero-padded
+    static constexpr int kBlockM = kBlockM_;
+    static constexpr int kBlockN = kBlockN_;
+    static constexpr int kWarps = kWarps_;
+    static constexpr int kThreads = kWarps * 32;
+    static constexpr int kRowsPerWarp = kBlockM / kWarps;
+    static constexpr int kMTiles = kRowsPerWarp / 16;  // m16 tiles of each warp
+    static constexpr int kNTiles = kBlockN / 8;        // n8 tiles of S
+    static constexpr int kDTiles = kHeadDim / 8;       // n8 tiles of O
+    static constexpr int kQkSteps = kHeadDim / 16;     // k16 steps of Q K^T
+    static constexpr int kPvSteps = kBlockN / 16;      // k16 steps of P V
+    static constexpr int kStride = SmemRow<kHeadDim>::kStride;
+    static constexpr int kSmemElems = (kBlockM + 2 * kBlockN) * kStride;  // Q, K, V (one buffer each)
+    static constexpr int kSmemBytes = kSmemElems * 2;
+    static_assert(kRowsPerWarp % 16 == 0, "each warp owns whole m16 tiles");
+    static_assert(kBlockN % 16 == 0 && kHeadDim % 16 == 0, "tiles are whole k16 steps");
+};
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
+    using Elem = typename T::Elem;
+    extern __shared__ __align__(16) unsigned char smem_bytes[];
+    Elem* sQ = reinterpret_cast<Elem*>(smem_bytes);
+    Elem* sK = sQ + T::kBlockM * T::kStride;
+    Elem* sV = sK + T::kBlockN * T::kStride;
+
+    const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int group = lane / 4, tig = lane % 4;  // mma fragment coordinates
+
+    const SeqSlice seq = seq_slice(p, b);
+    const int m0 = m_block * T::kBlockM;
+    if (m0 >= seq.seqlen_q) return;  // varlen: this sequence is shorter than the grid
+    const int rows = min(T::kBlockM, seq.seqlen_q - m0);
+    const int hk = h / (p.nheads / p.nheads_k);
+
+    const Elem* q = static_cast<const Elem*>(p.q) + b * p.q_batch_stride + (seq.q_row0 + m0) * p.q_row_stride +
+                    h * p.q_head_stride;
+    const Elem* k = static_cast<const Elem*>(p.k) + b * p.k_batch_stride + seq.k_row0 * p.k_row_stride +
+                    hk * p.k_head_stride;
+    const Elem* v = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + seq.k_row0 * p.v_row_stride +
+                    hk * p.v_head_stride;
+    Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride + (seq.q_row0 + m0) * p.out_row_stride +
+                h * p.out_head_stride;
+
+    // Keys this block visits: the visible range only grows with the row, so the first and last rows bound it.
+    const KeyRange first = visible_keys(m0, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+    const KeyRange last = visible_keys(m0 + rows - 1, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+    const int n_tile_begin = static_cast<int>(first.begin / T::kBlockN);
+    const int n_tile_end = last.end > first.begin ? static_cast<int>((last.end + T::kBlockN - 1) / T::kBlockN)
+                                                  : n_tile_begin;
+
+    // Per-thread state: S and O accumulators, running row max (in score units) and partial row sums.
+    float acc_o[T::kMTiles][T::kDTiles][4];
+    float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt) {
+#pragma unroll
+        for (int dt = 0; dt < T::kDTiles; ++dt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc_o[mt][dt][i] = 0.f;
+        row_max[mt][0] = row_max[mt][1] = -INFINITY;
+        row_sum[mt][0] = row_sum[mt][1] = 0.f;
+    }
+
+    // Run-time score modifiers. With softcap or ALiBi the scores are turned into final natural-log units first;
+    // otherwise the raw q.k scores are kept and the softmax scale is folded into the exp2 multiplier.
+    const bool transform_scores = p.softcap > 0.f || p.alibi_slopes != nullptr;
+    const float exp2_mult = transform_scores ? kLog2e : p.scale_log2;
+    const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
+    const float alibi_slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
+    const bool dropout = p.dropout_p > 0.f;
+    const uint32_t batch_head = static_cast<uint32_t>(b) * p.nheads + h;
+
+    const int warp_row0 = warp * T::kRowsPerWarp;  // first row of this warp within the block
+
+    load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q, p.q_row_stride, rows, p.head_dim, tid);
+    if (n_tile_begin < n_tile_end)
+        load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(sK, k + int64_t(n_tile_begin) * T::kBlockN * p.k_row_stride,
+                                                              p.k_row_stride, seq.seqlen_k - n_tile_begin * T::kBlockN,
+                                                              p.head_dim, tid);
+    ptx::cp_async_commit();
+
+    for (int n_tile = n_tile_begin; n_tile < n_tile_end; ++n_tile) {
+        const int n0 = n_tile * T::kBlockN;
+        ptx::cp_async_wait<0>();
+        __syncthreads();  // K(n_tile) and Q landed; every warp is done reading V(n_tile - 1)
+        load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(sV, v + int64_t(n0) * p.v_row_stride, p.v_row_stride,
+                                                              seq.seqlen_k - n0, p.head_dim_v, tid);
+        ptx::cp_async_commit();
+
+        // ---- S = Q K^T -------------------------------------------------------------------------------------------
+        float acc_s[T::kMTiles][T::kNTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc_s[mt][nt][i] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < T::kQkSteps; ++ks) {
+            uint32_t a[T::kMTiles][4];
+#pragma unroll
+            for (int mt = 0; mt < T::kMTiles; ++mt)
+                ptx::ldmatrix_x4(a[mt], ptx::smem_addr(sQ + (warp_row0 + mt * 16 + lane % 16) * T::kStride +
+                                                       ks * 16 + (lane / 16) * 8));
+#pragma unroll
+            for (int np = 0; np < T::kNTiles / 2; ++np) {
+                uint32_t kb[4];
+                ptx::ldmatrix_x4(kb, ptx::smem_addr(sK + (np * 16 + (lane / 16) * 8 + lane % 8) * T::kStride +
+                                                    ks * 16 + ((lane / 8) % 2) * 8));
+                const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+#pragma unroll
+                for (int mt = 0; mt < T::kMTiles; ++mt) {
+                    ptx::mma_m16n8k16(acc_s[mt][2 * np], a[mt], b0, Elem());
+                    ptx::mma_m16n8k16(acc_s[mt][2 * np + 1], a[mt], b1, Elem());
+                }
+            }
+        }
+
+        // ---- score modifiers and masks (block-uniform branches) ---------------------------------------------------
+        // Element i of acc_s[mt][nt] is row warp_row0 + mt*16 + group + 8*(i/2), key n0 + nt*8 + 2*tig + i%2.
+        if (transform_scores) {
+#pragma unroll
+            for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        float s = acc_s[mt][nt][i];
+                        s = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(s * softcap_in) : s * p.scale;
+                        const int row = m0 + warp_row0 + mt * 16 + group + 8 * (i / 2);
+                        const int col = n0 + nt * 8 + 2 * tig + i % 2;
+                        acc_s[mt][nt][i] = s + alibi_bias(alibi_slope, row, col, seq.seqlen_q, seq.seqlen_k);
+                    }
+        }
+        const bool tile_needs_mask = !(last.begin <= n0 && first.end >= n0 + T::kBlockN);
+        if (tile_needs_mask) {
+#pragma unroll
+            for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const int row = m0 + warp_row0 + mt * 16 + group + 8 * half;
+                    const KeyRange r = visible_keys(row, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+#pragma unroll
+                    for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                        for (int j = 0; j < 2; ++j) {
+                            const int col = n0 + nt * 8 + 2 * tig + j;
+                            if (col < r.begin || col >= r.end) acc_s[mt][nt][2 * half + j] = -INFINITY;
+                        }
+                }
+        }
+
+        // ---- online softmax: P = exp2(S * mult - max * mult), rescale O and the row sums --------------------------
+#pragma unroll
+        for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                float tile_max = -INFINITY;
+#pragma unroll
+                for (int nt = 0; nt < T::kNTiles; ++nt)
+                    tile_max = fmaxf(tile_max, fmaxf(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1]));
+                tile_max = ptx::quad_max(tile_max);
+                const float new_max = fmaxf(row_max[mt][half], tile_max);
+                // A row that has seen only masked keys keeps max -inf; subtract 0 then so exp2 gives 0, not NaN.
+                const float max_scaled = new_max == -INFINITY ? 0.f : new_max * exp2_mult;
+                const float rescale = ptx::exp2_fast(row_max[mt][half] * exp2_mult - max_scaled);
+                row_max[mt][half] = new_max;
+                float sum = 0.f;
+#pragma unroll
+                for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        float& s = acc_s[mt][nt][2 * half + j];
+                        s = ptx::exp2_fast(s * exp2_mult - max_scaled);
+                        sum += s;
+                    }
+                row_sum[mt][half] = row_sum[mt][half] * rescale + sum;
+#pragma unroll
+                for (int dt = 0; dt < T::kDTiles; ++dt) {
+                    acc_o[mt][dt][2 * half] *= rescale;
+                    acc_o[mt][dt][2 * half + 1] *= rescale;
+                }
+            }
+
+        // ---- dropout: zero the dropped probabilities (kept ones are scaled once, at the end) ---------------------
+        if (dropout) {
+#pragma unroll
+            for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const uint32_t row = m0 + warp_row0 + mt * 16 + group + 8 * half;
+#pragma unroll
+                    for (int nt = 0; nt < T::kNTiles; ++nt) {
+                        const uint32_t col_block = (n0 + nt * 8) / kDropoutColsPerDraw;
+                        const Philox4 bits = dropout_bits(p.seed, p.offset, batch_head, row, col_block);
+#pragma unroll
+                        for (int j = 0; j < 2; ++j)
+                            if (dropout_value(bits, 2 * tig + j) >= p.dropout_keep_threshold)
+                                acc_s[mt][nt][2 * half + j] = 0.f;
+                    }
+                }
+        }
+
+        ptx::cp_async_wait<0>();
+        __syncthreads();  // V(n_tile) landed; every warp is done reading K(n_tile)
+        if (n_tile + 1 < n_tile_end)
+            load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(sK, k + int64_t(n0 + T::kBlockN) * p.k_row_stride,
+                                                                  p.k_row_stride, seq.seqlen_k - n0 - T::kBlockN,
+                                                                  p.head_dim, tid);
+        ptx::cp_async_commit();
+
+        // ---- O += P V ------------------------------------------------------------------------------------------------
+#pragma unroll
+        for (int ps = 0; ps < T::kPvSteps; ++ps) {
+            uint32_t a[T::kMTiles][4];
+#pragma unroll
+            for (int mt = 0; mt < T::kMTiles; ++mt) {
+                a[mt][0] = ptx::pack2(acc_s[mt][2 * ps][0], acc_s[mt][2 * ps][1], Elem());
+                a[mt][1] = ptx::pack2(acc_s[mt][2 * ps][2], acc_s[mt][2 * ps][3], Elem());
+                a[mt][2] = ptx::pack2(acc_s[mt][2 * ps + 1][0], acc_s[mt][2 * ps + 1][1], Elem());
+                a[mt][3] = ptx::pack2(acc_s[mt][2 * ps + 1][2], acc_s[mt][2 * ps + 1][3], Elem());
+            }
+#pragma unroll
+            for (int dp = 0; dp < T::kDTiles / 2; ++dp) {
+                uint32_t vb[4];
+                ptx::ldmatrix_x4_trans(vb, ptx::smem_addr(sV + (ps * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride +
+                                                          dp * 16 + (lane / 16) * 8));
+                const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+#pragma unroll
+                for (int mt = 0; mt < T::kMTiles; ++mt) {
+                    ptx::mma_m16n8k16(acc_o[mt][2 * dp], a[mt], b0, Elem());
+                    ptx::mma_m16n8k16(acc_o[mt][2 * dp + 1], a[mt], b1, Elem());
+                }
+            }
+        }
+    }
+
+    // ---- epilogue: normalise, write O through shared memory (16-byte stores) and the LSE ------------------------------
+    ptx::cp_async_wait<0>();
+    __syncthreads();  // every warp is done with Q, K, V: reuse the Q tile for O
+    float* lse = p.softmax_lse ? p.softmax_lse + b * p.lse_batch_stride + h * p.lse_head_stride + seq.q_row0 + m0
+                               : nullptr;
+    const float max_to_natural = exp2_mult * kLn2;  // score units -> natural log
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const float sum = ptx::quad_sum(row_sum[mt][half]);
+            const bool empty = !(sum > 0.f);  // saw no key: output 0, LSE +inf
+            const float inv = empty ? 0.f : p.dropout_scale / sum;
+            const int row = warp_row0 + mt * 16 + group + 8 * half;
+#pragma unroll
+            for (int dt = 0; dt < T::kDTiles; ++dt)
+                ptx::st_shared_32(ptx::smem_addr(sQ + row * T::kStride + dt * 8 + 2 * tig),
+                                  ptx::pack2(acc_o[mt][dt][2 * half] * inv, acc_o[mt][dt][2 * half + 1] * inv, Elem()));
+            if (lse && tig == 0 && row < rows)
+                lse[row] = empty ? INFINITY : row_max[mt][half] * max_to_natural + logf(sum);
+        }
+    __syncthreads();
+    store_tile<T::kBlockM, T::kHeadDim, T::kThreads>(out, sQ, p.out_row_stride, rows, p.head_dim_v, tid);
+}
+
+}  // namespace flashattn::kernels

@@ -1,0 +1,39 @@
+// Launching the Ampere-class forward: tile shapes per head dim, shared-memory limits, the grid.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "common/params.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/elem_type.cuh"
+#include "kernels/sm80/fwd_kernel.cuh"
+
+namespace flashattn::kernels {
+
+// Tile shapes (kBlockM query rows x kBlockN keys, warps) per head dim bucket: the largest tiles whose S and O
+// accumulators fit the 255-register budget without spilling in the main loop (ptxas -v).
+template <typename Elem, int kHeadDim> struct FwdTileShape;
+template <typename Elem> struct FwdTileShape<Elem, 64> { using Traits = FwdTraits<Elem, 64, 128, 64, 4>; };
+template <typename Elem> struct FwdTileShape<Elem, 96> { using Traits = FwdTraits<Elem, 96, 64, 64, 4>; };
+template <typename Elem> struct FwdTileShape<Elem, 128> { using Traits = FwdTraits<Elem, 128, 128, 32, 4>; };
+template <typename Elem> struct FwdTileShape<Elem, 192> { using Traits = FwdTraits<Elem, 192, 128, 32, 8>; };
+template <typename Elem> struct FwdTileShape<Elem, 256> { using Traits = FwdTraits<Elem, 256, 128, 64, 8>; };
+
+template <ElemType kElem, int kHeadDim>
+void launch_fwd_sm80(const AttnParams& p) {
+    using T = typename FwdTileShape<ElemOf<kElem>, kHeadDim>::Traits;
+    const auto kernel = fwd_kernel<T>;
+    // Raising the dynamic shared-memory limit is per kernel and per device; doing it on every launch is cheap
+    // next to the launch itself and stays correct when the caller switches devices.
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
+               "cudaFuncSetAttribute(forward shared memory)");
+    const int m_blocks = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM;
+    const dim3 grid(m_blocks, p.batch, p.nheads);
+    kernel<<<grid, T::kThreads, T::kSmemBytes, static_cast<cudaStream_t>(p.stream)>>>(p);
+    check_cuda(cudaGetLastError(), "forward kernel launch");
+}
+
+}  // namespace flashattn::kernels
+
+#define FLASHATTN_INSTANTIATE_SM80_FWD(ELEM, HDIM) \
+    template void launch_fwd_sm80<ElemType::ELEM, HDIM>(const AttnParams&);

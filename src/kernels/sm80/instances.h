@@ -1,0 +1,30 @@
+// Host-side declarations of the compiled Ampere-class launchers (defined in generated translation units, one per
+// direction x dtype x head dim bucket).
+#pragma once
+
+#include "common/params.h"
+#include "kernels/sm80/bwd_plan.h"
+
+namespace flashattn::kernels {
+
+template <ElemType kElem, int kHeadDim>
+void launch_fwd_sm80(const AttnParams& p);
+
+template <ElemType kElem, int kHeadDim>
+void launch_bwd_sm80(const AttnParams& p, const BwdPlan& plan);
+
+#define FLASHATTN_DECLARE_SM80(ELEM, HDIM)                                                   \
+    extern template void launch_fwd_sm80<ElemType::ELEM, HDIM>(const AttnParams&);           \
+    extern template void launch_bwd_sm80<ElemType::ELEM, HDIM>(const AttnParams&, const BwdPlan&);
+#define FLASHATTN_DECLARE_SM80_ALL_DIMS(ELEM) \
+    FLASHATTN_DECLARE_SM80(ELEM, 64)          \
+    FLASHATTN_DECLARE_SM80(ELEM, 96)          \
+    FLASHATTN_DECLARE_SM80(ELEM, 128)         \
+    FLASHATTN_DECLARE_SM80(ELEM, 192)         \
+    FLASHATTN_DECLARE_SM80(ELEM, 256)
+FLASHATTN_DECLARE_SM80_ALL_DIMS(f16)
+FLASHATTN_DECLARE_SM80_ALL_DIMS(bf16)
+#undef FLASHATTN_DECLARE_SM80_ALL_DIMS
+#undef FLASHATTN_DECLARE_SM80
+
+}  // namespace flashattn::kernels
