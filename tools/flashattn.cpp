@@ -166,6 +166,15 @@ double forward_flops(const RunConfig& c) {
     return kFlopsPerMac * static_cast<double>(c.batch) * c.nheads * visible * (c.head_dim + c.head_dim_v);
 }
 
+// A rate in words: TFLOP/s on a GPU, GFLOP/s where it is slower (the CPU reference).
+std::string rate_text(double flops, double ms) {
+    const double per_s = flops / (ms * 1e-3);
+    char buf[64];
+    if (per_s >= 1e12) std::snprintf(buf, sizeof buf, "%8.2f TFLOP/s", per_s / 1e12);
+    else std::snprintf(buf, sizeof buf, "%8.2f GFLOP/s", per_s / 1e9);
+    return buf;
+}
+
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -277,8 +286,8 @@ int run_command(int argc, char** argv) {
                     (long long)c.seqlen_q, (long long)c.seqlen_k, (long long)c.nheads, (long long)c.nheads_k,
                     (long long)c.head_dim, (long long)c.head_dim_v, c.causal ? ", causal" : "",
                     c.dropout > 0 ? ", dropout" : "");
-        std::printf("forward : %10.3f ms  %8.2f TFLOP/s  out error vs fp64: %s  lse error: %s\n", fwd_ms,
-                    flops / (fwd_ms * 1e-3) / 1e12, error_text(out, out64).c_str(),
+        std::printf("forward : %10.3f ms  %s  out error vs fp64: %s  lse error: %s\n", fwd_ms,
+                    rate_text(flops, fwd_ms).c_str(), error_text(out, out64).c_str(),
                     error_text(lse, lse64).c_str());
         if (c.backward) {
             BackwardArgs ref_b{do64.view(), q64.view(), k64.view(), v64.view(), out64.view(), lse64.view(),
@@ -293,8 +302,8 @@ int run_command(int argc, char** argv) {
             d_dq.copy_to(dq);
             d_dk.copy_to(dk);
             d_dv.copy_to(dv);
-            std::printf("backward: %10.3f ms  %8.2f TFLOP/s  dq: %s  dk: %s  dv: %s\n", bwd_ms,
-                        kBackwardFlopFactor * flops / (bwd_ms * 1e-3) / 1e12, error_text(dq, dq64).c_str(),
+            std::printf("backward: %10.3f ms  %s  dq: %s  dk: %s  dv: %s\n", bwd_ms,
+                        rate_text(kBackwardFlopFactor * flops, bwd_ms).c_str(), error_text(dq, dq64).c_str(),
                         error_text(dk, dk64).c_str(), error_text(dv, dv64).c_str());
         }
     } catch (const Error& e) {

@@ -77,7 +77,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, fl
 
     const SeqSlice seq = seq_slice(p, b);
     const int heads_per_group = p.nheads / p.nheads_k;
-    const int n_blocks = (seq.seqlen_k + T::kBlockN - 1) / T::kBlockN;
+    // Key rows past seqused_k (varlen) are visited too, so their dK and dV are written as zeros.
+    const int n_blocks = (seq.k_rows + T::kBlockN - 1) / T::kBlockN;
     float* dq_acc_split = dq_accum + (p.deterministic ? blockIdx.x * dq_accum_split_stride : 0);
     const int64_t acc_row0 = p.is_varlen ? seq.q_row0 : int64_t(b) * p.seqlen_q;  // rows of dq_accum
 
@@ -92,7 +93,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, fl
                         hk * p.k_head_stride;
         const Elem* v = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + (seq.k_row0 + n0) * p.v_row_stride +
                         hk * p.v_head_stride;
-        const int valid_keys = min(T::kBlockN, seq.seqlen_k - n0);
+        const int valid_keys = max(0, min(T::kBlockN, seq.seqlen_k - n0));  // keys to load
+        const int stored_keys = min(T::kBlockN, seq.k_rows - n0);            // gradient rows to write
         __syncthreads();  // the previous key tile's epilogue is done with shared memory
         load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(sK, k, p.k_row_stride, valid_keys, p.head_dim, tid);
         load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(sV, v, p.v_row_stride, valid_keys, p.head_dim_v, tid);
@@ -300,8 +302,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, fl
                    hk * p.dk_head_stride;
         Elem* dv = static_cast<Elem*>(p.dv) + b * p.dv_batch_stride + (seq.k_row0 + n0) * p.dv_row_stride +
                    hk * p.dv_head_stride;
-        store_tile<T::kBlockN, T::kHeadDim, T::kThreads>(dk, sK, p.dk_row_stride, valid_keys, p.head_dim, tid);
-        store_tile<T::kBlockN, T::kHeadDim, T::kThreads>(dv, sV, p.dv_row_stride, valid_keys, p.head_dim_v, tid);
+        store_tile<T::kBlockN, T::kHeadDim, T::kThreads>(dk, sK, p.dk_row_stride, stored_keys, p.head_dim, tid);
+        store_tile<T::kBlockN, T::kHeadDim, T::kThreads>(dv, sV, p.dv_row_stride, stored_keys, p.head_dim_v, tid);
     }
 }
 
