@@ -45,8 +45,10 @@ struct BwdTraits {
     static constexpr int kQDTiles = kHeadDim / kQGroups / 8;  // n8 tiles of dQ per warp
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
     static constexpr int kPStride = kBlockM + kRowPadElems;  // P^T / dS^T rows: odd number of 16-byte chunks
-    static constexpr int kSmemElems = 2 * kBlockN * kStride + 2 * kBlockM * kStride + 2 * kBlockN * kPStride;
-    static constexpr int kSmemBytes = kSmemElems * 2 + 2 * kBlockM * sizeof(float);  // + LSE and D of the tile
+    static constexpr int kQStages = 2;  // Q, dO, LSE and D are double-buffered: tile i+1 loads during tile i
+    static constexpr int kSmemElems =
+        2 * kBlockN * kStride + kQStages * 2 * kBlockM * kStride + 2 * kBlockN * kPStride;
+    static constexpr int kSmemBytes = kSmemElems * 2 + kQStages * 2 * kBlockM * sizeof(float);
     static_assert(kSTiles % 2 == 0 && kDTiles % 2 == 0 && kQDTiles % 2 == 0, "n8 tiles come in ldmatrix pairs");
     static_assert(kWarps % kQMTiles == 0, "dQ m-tiles divide the warps");
 };
@@ -58,12 +60,12 @@ __global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, fl
     extern __shared__ __align__(16) unsigned char smem_bytes[];
     Elem* sK = reinterpret_cast<Elem*>(smem_bytes);
     Elem* sV = sK + T::kBlockN * T::kStride;
-    Elem* sQ = sV + T::kBlockN * T::kStride;
-    Elem* sdO = sQ + T::kBlockM * T::kStride;
-    Elem* sPt = sdO + T::kBlockM * T::kStride;    // P^T (dropout applied), kBlockN x kBlockM
-    Elem* sdSt = sPt + T::kBlockN * T::kPStride;  // dS^T
-    float* sLse2 = reinterpret_cast<float*>(sdSt + T::kBlockN * T::kPStride);  // LSE * log2(e); +inf past the end
-    float* sD = sLse2 + T::kBlockM;
+    Elem* sQ_stages = sV + T::kBlockN * T::kStride;                     // [kQStages][kBlockM][kStride]
+    Elem* sdO_stages = sQ_stages + T::kQStages * T::kBlockM * T::kStride;
+    Elem* sPt = sdO_stages + T::kQStages * T::kBlockM * T::kStride;     // P^T (dropout applied), kBlockN x kBlockM
+    Elem* sdSt = sPt + T::kBlockN * T::kPStride;                        // dS^T
+    float* sLse2_stages = reinterpret_cast<float*>(sdSt + T::kBlockN * T::kPStride);  // LSE * log2(e); +inf past end
+    float* sD_stages = sLse2_stages + T::kQStages * T::kBlockM;
 
     const int b = blockIdx.y, hk = blockIdx.z;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -113,8 +115,14 @@ __global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, fl
         const int steps_per_head = m_block_end > m_block_begin ? m_block_end - m_block_begin : 0;
         const int steps = steps_per_head * heads_per_group;
 
-        // Issue the loads of query tile `step` (head, m-block): Q and dO asynchronously, LSE and D directly.
+        // Issue the loads of query tile `step` (head, m-block) into stage step % kQStages: Q and dO
+        // asynchronously, LSE and D directly.
         auto load_query_tile = [&](int step) {
+            const int stage = step % T::kQStages;
+            Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
+            Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
+            float* sLse2 = sLse2_stages + stage * T::kBlockM;
+            float* sD = sD_stages + stage * T::kBlockM;
             const int h = hk * heads_per_group + step / steps_per_head;
             const int m0 = (m_block_begin + step % steps_per_head) * T::kBlockM;
             const int valid_rows = min(T::kBlockM, seq.seqlen_q - m0);
@@ -140,8 +148,14 @@ __global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, fl
             const int m0 = (m_block_begin + step % steps_per_head) * T::kBlockM;
             const float alibi_slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
             const uint32_t batch_head = static_cast<uint32_t>(b) * p.nheads + h;
+            const int stage = step % T::kQStages;
+            const Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
+            const Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
+            const float* sLse2 = sLse2_stages + stage * T::kBlockM;
+            const float* sD = sD_stages + stage * T::kBlockM;
             ptx::cp_async_wait<0>();
-            __syncthreads();  // K, V, Q, dO, LSE, D landed; the previous step is done with P^T and dS^T
+            __syncthreads();  // this tile landed; every warp is done with the previous step (its stage, P^T, dS^T)
+            if (step + 1 < steps) load_query_tile(step + 1);  // overlaps the whole of this step
 
             // ---- S^T = K Q^T and dP^T = V dO^T (this warp: 16 keys x kSCols query columns) ----------------------
             float acc_s[T::kSTiles][4], acc_dp[T::kSTiles][4];
@@ -245,8 +259,6 @@ __global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, fl
                     ptx::mma_m16n8k16(acc_dk[2 * dp2 + 1], sa, q1, Elem());
                 }
             }
-            __syncthreads();  // every warp is done with Q and dO: the next tile may load over them
-            if (step + 1 < steps) load_query_tile(step + 1);
 
             // ---- dQ += dS K, into the fp32 accumulator ------------------------------------------------------------
             float acc_dq[T::kQDTiles][4];

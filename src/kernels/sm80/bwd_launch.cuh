@@ -15,13 +15,14 @@
 namespace flashattn::kernels {
 
 // (kBlockM query rows per step, kBlockN keys per block, kSplitD warps per 16-key group) per head dim bucket: dK and
-// dV accumulators of a warp are 16 x (head dim / kSplitD) each, so head dims above 128 split across two warps.
+// dV accumulators of a warp are 16 x (head dim / kSplitD) each, so head dims above 128 split across two warps;
+// shared memory (K, V, two stages of Q and dO, P^T, dS^T) stays within the 163 KB an A100 block can have.
 template <typename Elem, int kHeadDim> struct BwdTileShape;
 template <typename Elem> struct BwdTileShape<Elem, 64> { using Traits = BwdTraits<Elem, 64, 64, 128, 1>; };
 template <typename Elem> struct BwdTileShape<Elem, 96> { using Traits = BwdTraits<Elem, 96, 64, 128, 1>; };
 template <typename Elem> struct BwdTileShape<Elem, 128> { using Traits = BwdTraits<Elem, 128, 32, 128, 1>; };
-template <typename Elem> struct BwdTileShape<Elem, 192> { using Traits = BwdTraits<Elem, 192, 64, 64, 2>; };
-template <typename Elem> struct BwdTileShape<Elem, 256> { using Traits = BwdTraits<Elem, 256, 64, 64, 2>; };
+template <typename Elem> struct BwdTileShape<Elem, 192> { using Traits = BwdTraits<Elem, 192, 32, 64, 2>; };
+template <typename Elem> struct BwdTileShape<Elem, 256> { using Traits = BwdTraits<Elem, 256, 32, 64, 2>; };
 
 constexpr int kPrePostThreads = 256;
 constexpr int kMaxGrid = 65535 * 8;  // grid-stride loops cover the rest
