@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""FlashAttention's standard sweep: flashattn (through its C ABI, ctypes) against PyTorch SDPA's flash (FA2) and
+cuDNN backends, in one process, on the same inputs.
+
+bf16, batch * seqlen = 16384, hidden 2048 (nheads = 2048 / head dim), head dims 64/128/256, seqlen 512..16384,
+causal off/on. TFLOP/s by FlashAttention's formula: forward 4*b*s*s*h*d (halved when causal), backward 2.5x
+forward; times are medians of CUDA-event timings after warm-up; backward = (forward + backward) - forward.
+
+    python3 bench/bench_sweep.py --lib build/libflashattn.so --json out/bench.json [--quick]
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+TOKENS = 16384
+HIDDEN = 2048
+MAX_DIMS = 4
+DTYPE_CODES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3, torch.int32: 4}
+CUDA_DEVICE = 1
+
+
+# ----- the C ABI (include/flashattn/flashattn_c.h) --------------------------------------------------------------------
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("device_type", ctypes.c_int32),
+                ("device_index", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * MAX_DIMS), ("stride", ctypes.c_int64 * MAX_DIMS)]
+
+
+class Options(ctypes.Structure):
+    _fields_ = [("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int32), ("window_left", ctypes.c_int32),
+                ("window_right", ctypes.c_int32), ("softcap", ctypes.c_float), ("alibi_slopes", Tensor),
+                ("dropout_p", ctypes.c_float), ("seed", ctypes.c_uint64), ("offset", ctypes.c_uint64),
+                ("deterministic", ctypes.c_int32)]
+
+
+class Context(ctypes.Structure):
+    _fields_ = [("stream", ctypes.c_void_p), ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t)]
+
+
+class FwdArgs(ctypes.Structure):
+    _fields_ = [(n, Tensor) for n in ("q", "k", "v", "out", "softmax_lse", "attn_probs")] + \
+               [("options", Options), ("ctx", Context)]
+
+
+class BwdArgs(ctypes.Structure):
+    _fields_ = [(n, Tensor) for n in ("dout", "q", "k", "v", "out", "softmax_lse", "dq", "dk", "dv", "softmax_d")] + \
+               [("options", Options), ("ctx", Context)]
+
+
+def view(t):
+    """A flashattn_tensor over a torch tensor (no copy)."""
+    v = Tensor()
+    v.data = t.data_ptr()
+    v.dtype = DTYPE_CODES[t.dtype]
+    v.device_type = CUDA_DEVICE if t.is_cuda else 0
+    v.device_index = (t.device.index or 0) if t.is_cuda else 0
+    v.ndim = t.dim()
+    for i, (s, st) in enumerate(zip(t.shape, t.stride())):
+        v.shape[i] = s
+        v.stride[i] = st
+    return v
+
+
+class Flashattn:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        for name, argtype in (("flashattn_fwd", FwdArgs), ("flashattn_bwd", BwdArgs)):
+            fn = getattr(self.lib, name)
+            fn.argtypes = [ctypes.POINTER(argtype)]
+            fn.restype = ctypes.c_int32
+        self.lib.flashattn_bwd_workspace_size.argtypes = [ctypes.POINTER(BwdArgs), ctypes.POINTER(ctypes.c_size_t)]
+        self.lib.flashattn_bwd_workspace_size.restype = ctypes.c_int32
+        self.lib.flashattn_fwd_args_init.argtypes = [ctypes.POINTER(FwdArgs)]
+        self.lib.flashattn_bwd_args_init.argtypes = [ctypes.POINTER(BwdArgs)]
+        self.lib.flashattn_last_error.restype = ctypes.c_char_p
+        self.lib.flashattn_version.restype = ctypes.c_char_p
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError(f"{what}: status {status}: {self.lib.flashattn_last_error().decode()}")
+
+    def make_fwd(self, q, k, v, out, lse, causal):
+        a = FwdArgs()
+        self.lib.flashattn_fwd_args_init(ctypes.byref(a))
+        a.q, a.k, a.v, a.out, a.softmax_lse = view(q), view(k), view(v), view(out), view(lse)
+        a.options.causal = int(causal)
+        a.ctx.stream = torch.cuda.current_stream().cuda_stream
+        return a
+
+    def make_bwd(self, dout, q, k, v, out, lse, dq, dk, dv, causal):
+        a = BwdArgs()
+        self.lib.flashattn_bwd_args_init(ctypes.byref(a))
+        a.dout, a.q, a.k, a.v, a.out, a.softmax_lse = view(dout), view(q), view(k), view(v), view(out), view(lse)
+        a.dq, a.dk, a.dv = view(dq), view(dk), view(dv)
+        a.options.causal = int(causal)
+        a.ctx.stream = torch.cuda.current_stream().cuda_stream
+        size = ctypes.c_size_t(0)
+        self.check(self.lib.flashattn_bwd_workspace_size(ctypes.byref(a), ctypes.byref(size)), "bwd workspace")
+        workspace = torch.empty(max(size.value, 1), dtype=torch.uint8, device="cuda")
+        a.ctx.workspace = workspace.data_ptr()
+        a.ctx.workspace_bytes = size.value
+        return a, workspace
+
+
+def median_ms(fn, warmup, reps):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def flops_forward(b, s, h, d, causal):
+    f = 4.0 * b * s * s * h * d
+    return f / 2 if causal else f
+
+
+def run_config(fa, d, s, causal, warmup, reps):
+    b, h = TOKENS // s, HIDDEN // d
+    gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
+    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
+    f = flops_forward(b, s, h, d, causal)
+    row = {"hdim": d, "seqlen": s, "causal": causal, "batch": b, "nheads": h}
+
+    # flashattn, through the C ABI
+    out = torch.empty_like(q)
+    lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    fwd = fa.make_fwd(q, k, v, out, lse, causal)
+    bwd, _workspace = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal)
+    run_f = lambda: fa.check(fa.lib.flashattn_fwd(ctypes.byref(fwd)), "fwd")
+    run_fb = lambda: (run_f(), fa.check(fa.lib.flashattn_bwd(ctypes.byref(bwd)), "bwd"))
+    t_f = median_ms(run_f, warmup, reps)
+    t_fb = median_ms(run_fb, warmup, reps)
+    row["flashattn_fwd"] = f / (t_f * 1e-3) / 1e12
+    row["flashattn_bwd"] = 2.5 * f / ((t_fb - t_f) * 1e-3) / 1e12
+
+    # PyTorch SDPA backends on the same inputs ((b, h, s, d) views, no copies)
+    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+    dot = dout.transpose(1, 2)
+    for name, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        try:
+            with sdpa_kernel(backend):
+                sf = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                sfb = lambda: torch.autograd.grad(sf(), (qt, kt, vt), dot)
+                t_f = median_ms(sf, warmup, reps)
+                t_fb = median_ms(sfb, warmup, reps)
+            row[f"{name}_fwd"] = f / (t_f * 1e-3) / 1e12
+            row[f"{name}_bwd"] = 2.5 * f / ((t_fb - t_f) * 1e-3) / 1e12
+        except RuntimeError as e:  # backend unavailable for this shape
+            row[f"{name}_fwd"] = row[f"{name}_bwd"] = None
+            row[f"{name}_error"] = str(e).splitlines()[0]
+    return row
+
+
+def geomean(xs):
+    xs = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", required=True, help="path to libflashattn.so")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--quick", action="store_true", help="seqlens 1024 and 8192 only, fewer repetitions")
+    ap.add_argument("--hdims", type=int, nargs="*", default=[64, 128, 256])
+    args = ap.parse_args()
+
+    fa = Flashattn(args.lib)
+    seqlens = [1024, 8192] if args.quick else [512, 1024, 2048, 4096, 8192, 16384]
+    warmup, reps = (3, 10) if args.quick else (5, 30)
+    rows = []
+    header = f"{'hdim':>4} {'seqlen':>6} {'causal':>6} | {'ours fwd':>8} {'FA2 fwd':>8} {'cuDNN':>8} {'x FA2':>6} | " \
+             f"{'ours bwd':>8} {'FA2 bwd':>8} {'cuDNN':>8} {'x FA2':>6}"
+    print(header)
+    for d in args.hdims:
+        for s in seqlens:
+            for causal in (False, True):
+                r = run_config(fa, d, s, causal, warmup, reps)
+                rows.append(r)
+                fmt = lambda x: f"{x:8.1f}" if x else f"{'-':>8}"
+                ratio = lambda a, b: f"{a / b:6.2f}" if a and b else f"{'-':>6}"
+                print(f"{d:4d} {s:6d} {str(causal):>6} | {fmt(r['flashattn_fwd'])} {fmt(r['fa2_fwd'])} "
+                      f"{fmt(r['cudnn_fwd'])} {ratio(r['flashattn_fwd'], r['fa2_fwd'])} | {fmt(r['flashattn_bwd'])} "
+                      f"{fmt(r['fa2_bwd'])} {fmt(r['cudnn_bwd'])} {ratio(r['flashattn_bwd'], r['fa2_bwd'])}", flush=True)
+
+    summary = {}
+    for direction in ("fwd", "bwd"):
+        for peer in ("fa2", "cudnn"):
+            ratios = [r[f"flashattn_{direction}"] / r[f"{peer}_{direction}"] for r in rows if r.get(f"{peer}_{direction}")]
+            summary[f"{direction}_vs_{peer}_geomean"] = geomean(ratios)
+            summary[f"{direction}_vs_{peer}_min"] = min(ratios) if ratios else None
+    print("geometric mean, ours / FA2:   forward %.3f (min %.3f)   backward %.3f (min %.3f)" % (
+        summary["fwd_vs_fa2_geomean"], summary["fwd_vs_fa2_min"] or float("nan"),
+        summary["bwd_vs_fa2_geomean"], summary["bwd_vs_fa2_min"] or float("nan")))
+    print("geometric mean, ours / cuDNN: forward %.3f   backward %.3f" % (
+        summary["fwd_vs_cudnn_geomean"], summary["bwd_vs_cudnn_geomean"]))
+
+    if args.json:
+        try:
+            commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "HEAD"],
+                                    capture_output=True, text=True).stdout.strip() or None
+        except OSError:
+            commit = None
+        meta = {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "gpu": torch.cuda.get_device_name(),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "flashattn": fa.lib.flashattn_version().decode(),
+            "commit": os.environ.get("FLASHATTN_COMMIT", commit),
+            "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+            "dtype": "bfloat16", "tokens": TOKENS, "hidden": HIDDEN, "warmup": warmup, "repetitions": reps,
+        }
+        with open(args.json, "w") as fh:
+            json.dump({"meta": meta, "summary": summary, "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
