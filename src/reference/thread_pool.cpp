@@ -12,12 +12,18 @@
 
 namespace flashattn::reference {
 
+namespace {
+constexpr const char* kThreadsEnv = "FLASHATTN_CPU_THREADS";
+constexpr long kMaxThreads = 1024;  // a sanity bound on the override, far above any CPU's hardware threads
+}  // namespace
+
 int num_threads() {
-    if (const char* env = std::getenv("FLASHATTN_CPU_THREADS")) {
-        const int n = std::atoi(env);
-        if (n > 0) return n;
+    if (const char* env = std::getenv(kThreadsEnv)) {
+        char* end = nullptr;
+        const long n = std::strtol(env, &end, 10);
+        if (end != env && *end == '\0' && n > 0) return static_cast<int>(std::min(n, kMaxThreads));
     }
-    const unsigned hw = std::thread::hardware_concurrency();
+    const unsigned hw = std::thread::hardware_concurrency();  // 0 when unknown
     return hw > 0 ? static_cast<int>(hw) : 1;
 }
 
@@ -27,6 +33,8 @@ void parallel_for(int64_t count, const std::function<void(int64_t)>& fn) {
         for (int64_t i = 0; i < count; ++i) fn(i);
         return;
     }
+    // Items are handed out one at a time from a shared counter: they vary a lot in cost (causal masks, ragged
+    // sequences), so a static split would leave threads idle.
     std::atomic<int64_t> next{0};
     std::exception_ptr error;
     std::mutex error_mutex;
@@ -35,16 +43,17 @@ void parallel_for(int64_t count, const std::function<void(int64_t)>& fn) {
             try {
                 fn(i);
             } catch (...) {
-                std::lock_guard<std::mutex> lock(error_mutex);
+                const std::lock_guard<std::mutex> lock(error_mutex);
                 if (!error) error = std::current_exception();
-                next = count;  // stop handing out work
+                next = count;
             }
         }
     };
     std::vector<std::thread> pool;
+    pool.reserve(static_cast<size_t>(threads - 1));
     for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
     worker();
-    for (auto& t : pool) t.join();
+    for (std::thread& t : pool) t.join();
     if (error) std::rethrow_exception(error);
 }
 

@@ -1,5 +1,8 @@
-// Running independent work items on all hardware threads: each item is one (batch, head) or (batch, kv head), and
-// items never write the same output, so no locking is needed and results do not depend on the thread count.
+// Running independent work items on all hardware threads.
+//
+// Every caller splits its work so that no two items write the same output element (an item is, e.g., one block
+// of query rows of one head, or one kv head of one sequence); then no locking is needed and the results do not
+// depend on the number of threads or on which thread runs which item.
 #pragma once
 
 #include <cstdint>
@@ -7,8 +10,8 @@
 
 namespace flashattn::reference {
 
-// Calls fn(i) for every i in [0, count), spread over num_threads() threads. The first exception thrown by an item
-// is rethrown after all threads have stopped.
+// Calls fn(i) for every i in [0, count), spread over num_threads() threads (the caller's thread is one of them).
+// The first exception an item throws is rethrown once every thread has stopped; items not yet started are skipped.
 void parallel_for(int64_t count, const std::function<void(int64_t)>& fn);
 
 }  // namespace flashattn::reference
