@@ -1,7 +1,9 @@
-// `flashattn doctor`: what this build holds and whether this machine can run it, with the fix for each problem.
+// version() and doctor_report(): what this build holds and what this machine offers it. CUDA runtime API only,
+// compiled by the host compiler.
 #include <sstream>
 #include <string>
 
+#include "api/arch_support.h"
 #include "common/build_config.h"
 #include "flashattn/flashattn.h"
 #include "reference/reference.h"
@@ -16,92 +18,84 @@ namespace flashattn {
 
 namespace {
 
-constexpr int kMinComputeMajor = 8;
+constexpr int kCudaVersionMajorUnit = 1000;  // CUDA versions are encoded as 1000 * major + 10 * minor
+constexpr int kCudaVersionMinorUnit = 10;
 constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string cuda_version_str(int v) {
-    return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+    return std::to_string(v / kCudaVersionMajorUnit) + "." + std::to_string((v % kCudaVersionMajorUnit) / kCudaVersionMinorUnit);
+}
+
+void report_build(std::ostringstream& os) {
+    os << "flashattn " << FLASHATTN_VERSION << "\n";
+    os << "  build type:        " << (FLASHATTN_BUILD_TYPE[0] ? FLASHATTN_BUILD_TYPE : "(none)") << "\n";
+    os << "  C++ compiler:      " << FLASHATTN_CXX_COMPILER << "\n";
+#if FLASHATTN_WITH_CUDA
+    os << "  CUDA support:      yes, nvcc " << FLASHATTN_NVCC_VERSION << "\n";
+    os << "  compiled archs:    " << FLASHATTN_CUDA_ARCHS << "\n";
+    os << "  GPU kernels:       " << kernels::compiled_kernels_summary() << "\n";
+#else
+    os << "  CUDA support:      no (configured without CUDA): CPU reference path only\n";
+    os << "  GPU kernels:       none compiled\n";
+#endif
+    os << "  CPU reference:     " << reference::num_threads() << " threads (FLASHATTN_CPU_THREADS overrides)\n";
 }
 
 #if FLASHATTN_WITH_CUDA
-// Whether the compiled architectures (e.g. "80,90a") include machine code that runs on compute capability
-// major.minor: sm_XY code runs on X.Y' with Y' >= Y; an "a" target runs only on exactly its version.
-std::string arch_for_device(int major, int minor) {
-    std::string best;
-    std::istringstream archs(FLASHATTN_CUDA_ARCHS);
-    std::string a;
-    while (std::getline(archs, a, ',')) {
-        if (a.size() < 2) continue;
-        const int amaj = a[0] - '0', amin = a[1] - '0';
-        const bool exact_only = a.size() > 2 && a[2] == 'a';
-        const bool runs = exact_only ? (amaj == major && amin == minor) : (amaj == major && amin <= minor);
-        if (runs) best = "sm_" + a;
-    }
-    return best;
-}
-
 void report_gpus(std::ostringstream& os) {
-    int driver = 0, runtime = 0;
-    const cudaError_t derr = cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    os << "CUDA runtime (linked): " << cuda_version_str(runtime) << "\n";
-    if (derr != cudaSuccess || driver == 0) {
-        os << "CUDA driver: none found (libcuda.so not loadable)\n"
-           << "GPUs: none visible: CPU reference path only (correct, slow).\n"
-           << "  fix: install the NVIDIA driver, or run where a GPU is visible.\n";
-        return;
+    int runtime = 0, driver = 0;
+    os << "CUDA\n";
+    if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) os << "  runtime version:   " << cuda_version_str(runtime) << " (linked statically)\n";
+    else os << "  runtime version:   unknown\n";
+    const cudaError_t driver_err = cudaDriverGetVersion(&driver);
+    if (driver_err != cudaSuccess || driver == 0) {
+        os << "  driver version:    no NVIDIA driver found (libcuda.so not loadable)\n";
+    } else {
+        os << "  driver version:    supports CUDA " << cuda_version_str(driver) << "\n";
+        if (driver < runtime)
+            os << "  warning:           the driver is older than the runtime (" << cuda_version_str(runtime)
+               << "): update the NVIDIA driver\n";
     }
-    os << "CUDA driver: supports CUDA " << cuda_version_str(driver) << "\n";
-    if (driver < runtime)
-        os << "  problem: the driver is older than the runtime flashattn was built with (" << cuda_version_str(runtime)
-           << "); fix: update the NVIDIA driver, or build flashattn with an older CUDA toolkit.\n";
+
+    os << "GPUs\n";
     int count = 0;
-    const cudaError_t cerr = cudaGetDeviceCount(&count);
-    if (cerr != cudaSuccess || count == 0) {
-        os << "GPUs: none visible (" << (cerr != cudaSuccess ? cudaGetErrorString(cerr) : "count 0")
-           << "): CPU reference path only (correct, slow).\n"
-           << "  fix: check CUDA_VISIBLE_DEVICES and that the driver sees the GPU (nvidia-smi).\n";
-        cudaGetLastError();  // clear the sticky error of the failed query
+    const cudaError_t count_err = cudaGetDeviceCount(&count);
+    if (count_err != cudaSuccess || count == 0) {
+        os << "  no GPU visible: CPU reference path only (slow)";
+        if (count_err != cudaSuccess) os << " [cudaGetDeviceCount: " << cudaGetErrorName(count_err) << ": " << cudaGetErrorString(count_err) << "]";
+        os << "\n";
+        cudaGetLastError();  // reset the runtime's last error so that later calls do not report this one
         return;
     }
-    os << "GPUs: " << count << " visible\n";
-    for (int i = 0; i < count; ++i) {
+    for (int dev = 0; dev < count; ++dev) {
         cudaDeviceProp prop{};
-        if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
-            os << "  [" << i << "] properties unreadable\n";
+        const cudaError_t err = cudaGetDeviceProperties(&prop, dev);
+        if (err != cudaSuccess) {
+            os << "  GPU " << dev << ": cudaGetDeviceProperties failed: " << cudaGetErrorString(err) << "\n";
             continue;
         }
-        os << "  [" << i << "] " << prop.name << ", sm_" << prop.major << prop.minor << ", "
-           << prop.multiProcessorCount << " SMs, " << static_cast<double>(prop.totalGlobalMem) / kBytesPerGiB
-           << " GiB: ";
-        const std::string arch = arch_for_device(prop.major, prop.minor);
-        if (prop.major < kMinComputeMajor)
-            os << "NOT supported: flashattn's kernels need compute capability 8.0 or newer (Ampere, Ada, Hopper)\n";
-        else if (arch.empty())
-            os << "NOT supported by this build: no compiled architecture runs on sm_" << prop.major << prop.minor
-               << "; fix: rebuild with FLASHATTN_CUDA_ARCHS including " << prop.major << prop.minor
-               << (prop.major == 9 ? "a" : "") << "\n";
-        else
-            os << "supported (runs " << arch << " code)\n";
+        const api::ArchSupport s = api::arch_support(prop.major, prop.minor, FLASHATTN_CUDA_ARCHS);
+        os.setf(std::ios::fixed);
+        os.precision(1);
+        os << "  GPU " << dev << ": " << prop.name << ", compute capability " << prop.major << "." << prop.minor << ", "
+           << static_cast<double>(prop.totalGlobalMem) / kBytesPerGiB << " GiB, " << prop.multiProcessorCount << " SMs\n";
+        os << "    " << (s.supported ? "supported: " : "NOT supported: ") << s.detail << "\n";
     }
+}
+#else
+void report_gpus(std::ostringstream& os) {
+    os << "GPUs\n  not probed: this build has no CUDA support; CPU reference path only (slow)\n";
 }
 #endif
 
 }  // namespace
 
+const char* version() { return FLASHATTN_VERSION; }
+
 std::string doctor_report() {
     std::ostringstream os;
-    os << "flashattn " << FLASHATTN_VERSION << " (" << FLASHATTN_BUILD_TYPE << ", " << FLASHATTN_CXX_COMPILER << ")\n";
-    os << "CPU reference: " << reference::num_threads() << " threads (FLASHATTN_CPU_THREADS overrides)\n";
-#if FLASHATTN_WITH_CUDA
-    os << "built with CUDA: nvcc " << FLASHATTN_NVCC_VERSION << ", archs " << FLASHATTN_CUDA_ARCHS << "\n";
-    os << "GPU kernels: " << kernels::compiled_kernels_summary() << "\n";
-    os << "GPU kv-cache attention: not implemented yet (CPU reference only)\n";
+    report_build(os);
     report_gpus(os);
-#else
-    os << "built without CUDA: CPU reference path only.\n"
-       << "  fix: install the CUDA toolkit (nvcc) and rebuild to get the GPU kernels.\n";
-#endif
     return os.str();
 }
 
