@@ -74,12 +74,12 @@ def view(t):
 class Flashattn:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
-        for name, argtype in (("flashattn_fwd", FwdArgs), ("flashattn_bwd", BwdArgs)):
+        for name, argtype in (("flashattn_forward", FwdArgs), ("flashattn_backward", BwdArgs)):
             fn = getattr(self.lib, name)
             fn.argtypes = [ctypes.POINTER(argtype)]
             fn.restype = ctypes.c_int32
-        self.lib.flashattn_bwd_workspace_size.argtypes = [ctypes.POINTER(BwdArgs), ctypes.POINTER(ctypes.c_size_t)]
-        self.lib.flashattn_bwd_workspace_size.restype = ctypes.c_int32
+        self.lib.flashattn_backward_workspace_size.argtypes = [ctypes.POINTER(BwdArgs), ctypes.POINTER(ctypes.c_size_t)]
+        self.lib.flashattn_backward_workspace_size.restype = ctypes.c_int32
         self.lib.flashattn_fwd_args_init.argtypes = [ctypes.POINTER(FwdArgs)]
         self.lib.flashattn_bwd_args_init.argtypes = [ctypes.POINTER(BwdArgs)]
         self.lib.flashattn_last_error.restype = ctypes.c_char_p
@@ -105,7 +105,7 @@ class Flashattn:
         a.options.causal = int(causal)
         a.ctx.stream = torch.cuda.current_stream().cuda_stream
         size = ctypes.c_size_t(0)
-        self.check(self.lib.flashattn_bwd_workspace_size(ctypes.byref(a), ctypes.byref(size)), "bwd workspace")
+        self.check(self.lib.flashattn_backward_workspace_size(ctypes.byref(a), ctypes.byref(size)), "bwd workspace")
         workspace = torch.empty(max(size.value, 1), dtype=torch.uint8, device="cuda")
         a.ctx.workspace = workspace.data_ptr()
         a.ctx.workspace_bytes = size.value
@@ -144,8 +144,8 @@ def run_config(fa, d, s, causal, warmup, reps):
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     fwd = fa.make_fwd(q, k, v, out, lse, causal)
     bwd, _workspace = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal)
-    run_f = lambda: fa.check(fa.lib.flashattn_fwd(ctypes.byref(fwd)), "fwd")
-    run_fb = lambda: (run_f(), fa.check(fa.lib.flashattn_bwd(ctypes.byref(bwd)), "bwd"))
+    run_f = lambda: fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd")
+    run_fb = lambda: (run_f(), fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd"))
     t_f = median_ms(run_f, warmup, reps)
     t_fb = median_ms(run_fb, warmup, reps)
     row["flashattn_fwd"] = f / (t_f * 1e-3) / 1e12
