@@ -1,12 +1,14 @@
 // The Ampere-class backward kernel (mma.sync; sm_80 and newer).
 //
-// One thread block owns a tile of kBlockN keys of one (sequence, kv head) and walks every query row that can see it
-// (all query heads of the GQA group, kBlockM rows at a time). For each query tile it
-//   recomputes S^T = K Q^T and dP^T = V dO^T (warps own 16-key rows; with kSplitD = 2 a warp pair shares them,
-//   each computing half of the query columns),
+// One thread block of 8 warps owns a tile of kBlockN keys of one (sequence, kv head) and walks every query row that
+// can see it (all query heads of the GQA group, kBlockM rows at a time). For each query tile it
+//   recomputes S^T = K Q^T and dP^T = V dO^T,
 //   forms P^T = exp(S - LSE) and dS^T = P^T * (dP^T - D) element-wise and stages both in shared memory,
-//   accumulates dV += P^T dO and dK += dS^T Q in registers (each warp: its 16 keys x its share of the head dim),
+//   accumulates dV += P^T dO and dK += dS^T Q in registers,
 //   and adds dQ += dS K into an fp32 accumulator in global memory (atomics; see below for determinism).
+// Each of the three phases spreads its output over the 8 warps as a 2-D grid of warp tiles (BwdTraits): a warp
+// tile of r x c elements reads 4096/r + 4096/c bytes of shared memory per mma, so tiles are made as square as the
+// registers allow; shared-memory bandwidth, not the tensor cores, is what bounds this kernel.
 // dK, dV are written once per key tile, so GQA needs no atomics for them. A pre-pass computes D = rowsum(dO * O) and
 // zeroes the dQ accumulator; a post-pass scales and converts dQ (bwd_pre_post.cuh).
 //
@@ -15,6 +17,7 @@
 // element only from one block, in program order, and the post-pass sums the copies in a fixed order.
 #pragma once
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 
@@ -27,55 +30,80 @@
 
 namespace flashattn::kernels {
 
-template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kSplitD_>
+// kWarpsKeysS, kWarpsKeysKV, kWarpsRowsQ: how many warps split the key (resp. query-row) side of each phase's
+// output; the other side is split by 8 / that.
+template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarpsKeysS_, int kWarpsKeysKV_,
+          int kWarpsRowsQ_>
 struct BwdTraits {
     using Elem = Elem_;
+    static constexpr int kWarpsKeysS = kWarpsKeysS_;
+    static constexpr int kWarpsKeysKV = kWarpsKeysKV_;
+    static constexpr int kWarpsRowsQ = kWarpsRowsQ_;
     static constexpr int kHeadDim = kHeadDim_;
     static constexpr int kBlockM = kBlockM_;  // query rows per step
     static constexpr int kBlockN = kBlockN_;  // keys per block
-    static constexpr int kSplitD = kSplitD_;  // warps sharing one 16-key row group
-    static constexpr int kWarps = (kBlockN / 16) * kSplitD;
+    static constexpr int kWarps = 8;
     static constexpr int kThreads = kWarps * 32;
-    static constexpr int kSCols = kBlockM / kSplitD;       // query columns of S^T per warp
-    static constexpr int kSTiles = kSCols / 8;             // n8 tiles of S^T per warp
-    static constexpr int kDCols = kHeadDim / kSplitD;      // head-dim columns of dK/dV per warp
-    static constexpr int kDTiles = kDCols / 8;             // n8 tiles of dK/dV per warp
-    static constexpr int kQMTiles = kBlockM / 16;          // m16 tiles of dQ
-    static constexpr int kQGroups = kWarps / kQMTiles;     // warps per dQ m-tile
-    static constexpr int kQDTiles = kHeadDim / kQGroups / 8;  // n8 tiles of dQ per warp
+    // Phase S: S^T and dP^T, kBlockN keys x kBlockM query columns.
+    static constexpr int kSKeys = kBlockN / kWarpsKeysS;
+    static constexpr int kSMTiles = kSKeys / 16;
+    static constexpr int kSCols = kBlockM / (kWarps / kWarpsKeysS);
+    static constexpr int kSTiles = kSCols / 8;
+    // Phase KV: dK and dV, kBlockN keys x kHeadDim.
+    static constexpr int kKVKeys = kBlockN / kWarpsKeysKV;
+    static constexpr int kKVMTiles = kKVKeys / 16;
+    static constexpr int kKVCols = kHeadDim / (kWarps / kWarpsKeysKV);
+    static constexpr int kKVTiles = kKVCols / 8;
+    // Phase Q: dQ, kBlockM query rows x kHeadDim.
+    static constexpr int kQRows = kBlockM / kWarpsRowsQ;
+    static constexpr int kQMTiles = kQRows / 16;
+    static constexpr int kQCols = kHeadDim / (kWarps / kWarpsRowsQ);
+    static constexpr int kQTiles = kQCols / 8;
+
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
     static constexpr int kPStride = kBlockM + kRowPadElems;  // P^T / dS^T rows: odd number of 16-byte chunks
-    static constexpr int kQStages = 2;  // Q, dO, LSE and D are double-buffered: tile i+1 loads during tile i
-    static constexpr int kSmemElems =
-        2 * kBlockN * kStride + kQStages * 2 * kBlockM * kStride + 2 * kBlockN * kPStride;
-    static constexpr int kSmemBytes = kSmemElems * 2 + kQStages * 2 * kBlockM * sizeof(float);
-    static_assert(kSTiles % 2 == 0 && kDTiles % 2 == 0 && kQDTiles % 2 == 0, "n8 tiles come in ldmatrix pairs");
-    static_assert(kWarps % kQMTiles == 0, "dQ m-tiles divide the warps");
+    // Shared memory: K, V, P^T, dS^T, then `stages` copies of (Q, dO) and of (LSE, D). Two stages let query tile
+    // i + 1 load during tile i; a GPU with too little shared memory for two runs with one.
+    static constexpr int kFixedElems = 2 * kBlockN * kStride + 2 * kBlockN * kPStride;
+    static constexpr int kStageElems = 2 * kBlockM * kStride;
+    static constexpr int smem_bytes(int stages) {
+        return (kFixedElems + stages * kStageElems) * 2 + stages * 2 * kBlockM * int(sizeof(float));
+    }
+    static_assert(kSKeys % 16 == 0 && kKVKeys % 16 == 0 && kQRows % 16 == 0, "warp tiles are whole m16 tiles");
+    static_assert(kSTiles % 2 == 0 && kKVTiles % 2 == 0 && kQTiles % 2 == 0, "n8 tiles come in ldmatrix pairs");
 };
 
+// Out of line: the Philox rounds inlined at every element would crowd the main loop out of the instruction cache.
+static __device__ __noinline__ bool bwd_dropout_keep(uint64_t seed, uint64_t offset, uint32_t batch_head, int row, int key,
+                                              uint32_t keep_threshold) {
+    return dropout_keep(seed, offset, batch_head, row, key, keep_threshold);
+}
+
 template <class T>
-__global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, float* dq_accum,
-                                                          int64_t dq_accum_split_stride, const float* softmax_d) {
+__global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p, float* dq_accum,
+                                                             int64_t dq_accum_split_stride, const float* softmax_d,
+                                                             int q_stages) {
     using Elem = typename T::Elem;
     extern __shared__ __align__(16) unsigned char smem_bytes[];
     Elem* sK = reinterpret_cast<Elem*>(smem_bytes);
     Elem* sV = sK + T::kBlockN * T::kStride;
-    Elem* sQ_stages = sV + T::kBlockN * T::kStride;                     // [kQStages][kBlockM][kStride]
-    Elem* sdO_stages = sQ_stages + T::kQStages * T::kBlockM * T::kStride;
-    Elem* sPt = sdO_stages + T::kQStages * T::kBlockM * T::kStride;     // P^T (dropout applied), kBlockN x kBlockM
-    Elem* sdSt = sPt + T::kBlockN * T::kPStride;                        // dS^T
-    float* sLse2_stages = reinterpret_cast<float*>(sdSt + T::kBlockN * T::kPStride);  // LSE * log2(e); +inf past end
-    float* sD_stages = sLse2_stages + T::kQStages * T::kBlockM;
+    Elem* sPt = sV + T::kBlockN * T::kStride;    // P^T (dropout applied), kBlockN x kBlockM
+    Elem* sdSt = sPt + T::kBlockN * T::kPStride;  // dS^T
+    Elem* sQ_stages = sdSt + T::kBlockN * T::kPStride;  // [q_stages][kBlockM][kStride]
+    Elem* sdO_stages = sQ_stages + q_stages * T::kBlockM * T::kStride;
+    float* sLse2_stages = reinterpret_cast<float*>(sdO_stages + q_stages * T::kBlockM * T::kStride);  // LSE*log2(e)
+    float* sD_stages = sLse2_stages + q_stages * T::kBlockM;
 
     const int b = blockIdx.y, hk = blockIdx.z;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int group = lane / 4, tig = lane % 4;
-    const int row_group = warp / T::kSplitD, split = warp % T::kSplitD;
-    const int n_row0 = row_group * 16;         // this warp's keys within the tile
-    const int s_col0 = split * T::kSCols;      // its query columns of S^T
-    const int d_col0 = split * T::kDCols;      // its head-dim columns of dK / dV
-    const int q_mtile = warp % T::kQMTiles;    // its dQ rows and columns
-    const int q_dcol0 = (warp / T::kQMTiles) * (T::kQDTiles * 8);
+    // This warp's tiles in the three phases.
+    const int s_key0 = (warp % T::kWarpsKeysS) * T::kSKeys;     // phase S: keys within the key tile
+    const int s_col0 = (warp / T::kWarpsKeysS) * T::kSCols;     //          query columns
+    const int kv_key0 = (warp % T::kWarpsKeysKV) * T::kKVKeys;  // phase KV: keys
+    const int kv_col0 = (warp / T::kWarpsKeysKV) * T::kKVCols;  //           head-dim columns
+    const int q_row0 = (warp % T::kWarpsRowsQ) * T::kQRows;     // phase Q: query rows
+    const int q_col0 = (warp / T::kWarpsRowsQ) * T::kQCols;     //          head-dim columns
 
     const SeqSlice seq = seq_slice(p, b);
     const int heads_per_group = p.nheads / p.nheads_k;
@@ -102,11 +130,13 @@ __global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, fl
         load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(sV, v, p.v_row_stride, valid_keys, p.head_dim_v, tid);
         ptx::cp_async_commit();
 
-        float acc_dk[T::kDTiles][4], acc_dv[T::kDTiles][4];
+        float acc_dk[T::kKVMTiles][T::kKVTiles][4], acc_dv[T::kKVMTiles][T::kKVTiles][4];
 #pragma unroll
-        for (int dt = 0; dt < T::kDTiles; ++dt)
+        for (int mt = 0; mt < T::kKVMTiles; ++mt)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) acc_dk[dt][i] = acc_dv[dt][i] = 0.f;
+            for (int dt = 0; dt < T::kKVTiles; ++dt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc_dk[mt][dt][i] = acc_dv[mt][dt][i] = 0.f;
 
         const KeyRange rows = rows_seeing_keys(n0, n0 + T::kBlockN, seq.seqlen_q, seq.seqlen_k, p.window_left,
                                                p.window_right);
@@ -115,10 +145,10 @@ __global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, fl
         const int steps_per_head = m_block_end > m_block_begin ? m_block_end - m_block_begin : 0;
         const int steps = steps_per_head * heads_per_group;
 
-        // Issue the loads of query tile `step` (head, m-block) into stage step % kQStages: Q and dO
-        // asynchronously, LSE and D directly.
+        // Issue the loads of query tile `step` (head, m-block) into its stage: Q and dO asynchronously, LSE and D
+        // directly.
         auto load_query_tile = [&](int step) {
-            const int stage = step % T::kQStages;
+            const int stage = step % q_stages;
             Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
             Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
             float* sLse2 = sLse2_stages + stage * T::kBlockM;
@@ -148,149 +178,226 @@ __global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, fl
             const int m0 = (m_block_begin + step % steps_per_head) * T::kBlockM;
             const float alibi_slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
             const uint32_t batch_head = static_cast<uint32_t>(b) * p.nheads + h;
-            const int stage = step % T::kQStages;
+            const int stage = step % q_stages;
             const Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
             const Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
             const float* sLse2 = sLse2_stages + stage * T::kBlockM;
             const float* sD = sD_stages + stage * T::kBlockM;
             ptx::cp_async_wait<0>();
             __syncthreads();  // this tile landed; every warp is done with the previous step (its stage, P^T, dS^T)
-            if (step + 1 < steps) load_query_tile(step + 1);  // overlaps the whole of this step
+            if (q_stages > 1 && step + 1 < steps) load_query_tile(step + 1);  // overlaps the whole of this step
 
-            // ---- S^T = K Q^T and dP^T = V dO^T (this warp: 16 keys x kSCols query columns) ----------------------
-            float acc_s[T::kSTiles][4], acc_dp[T::kSTiles][4];
+            // ---- phase S: S^T = K Q^T and dP^T = V dO^T (this warp: kSKeys keys x kSCols query columns) ----------
+            float acc_s[T::kSMTiles][T::kSTiles][4], acc_dp[T::kSMTiles][T::kSTiles][4];
 #pragma unroll
-            for (int nt = 0; nt < T::kSTiles; ++nt)
+            for (int mt = 0; mt < T::kSMTiles; ++mt)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) acc_s[nt][i] = acc_dp[nt][i] = 0.f;
+                for (int nt = 0; nt < T::kSTiles; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) acc_s[mt][nt][i] = acc_dp[mt][nt][i] = 0.f;
 #pragma unroll
             for (int ks = 0; ks < T::kHeadDim / 16; ++ks) {
-                uint32_t ka[4], va[4];
-                ptx::ldmatrix_x4(ka, ptx::smem_addr(sK + (n_row0 + lane % 16) * T::kStride + ks * 16 + (lane / 16) * 8));
-                ptx::ldmatrix_x4(va, ptx::smem_addr(sV + (n_row0 + lane % 16) * T::kStride + ks * 16 + (lane / 16) * 8));
+                uint32_t ka[T::kSMTiles][4], va[T::kSMTiles][4];
+#pragma unroll
+                for (int mt = 0; mt < T::kSMTiles; ++mt) {
+                    const int a_off = (s_key0 + mt * 16 + lane % 16) * T::kStride + ks * 16 + (lane / 16) * 8;
+                    ptx::ldmatrix_x4(ka[mt], ptx::smem_addr(sK + a_off));
+                    ptx::ldmatrix_x4(va[mt], ptx::smem_addr(sV + a_off));
+                }
 #pragma unroll
                 for (int np = 0; np < T::kSTiles / 2; ++np) {
-                    const int m_row = s_col0 + np * 16 + (lane / 16) * 8 + lane % 8;
-                    const int k_col = ks * 16 + ((lane / 8) % 2) * 8;
+                    const int b_off = (s_col0 + np * 16 + (lane / 16) * 8 + lane % 8) * T::kStride + ks * 16 +
+                                      ((lane / 8) % 2) * 8;
                     uint32_t qb[4], ob[4];
-                    ptx::ldmatrix_x4(qb, ptx::smem_addr(sQ + m_row * T::kStride + k_col));
-                    ptx::ldmatrix_x4(ob, ptx::smem_addr(sdO + m_row * T::kStride + k_col));
+                    ptx::ldmatrix_x4(qb, ptx::smem_addr(sQ + b_off));
+                    ptx::ldmatrix_x4(ob, ptx::smem_addr(sdO + b_off));
                     const uint32_t q0[2] = {qb[0], qb[1]}, q1[2] = {qb[2], qb[3]};
                     const uint32_t o0[2] = {ob[0], ob[1]}, o1[2] = {ob[2], ob[3]};
-                    ptx::mma_m16n8k16(acc_s[2 * np], ka, q0, Elem());
-                    ptx::mma_m16n8k16(acc_s[2 * np + 1], ka, q1, Elem());
-                    ptx::mma_m16n8k16(acc_dp[2 * np], va, o0, Elem());
-                    ptx::mma_m16n8k16(acc_dp[2 * np + 1], va, o1, Elem());
+#pragma unroll
+                    for (int mt = 0; mt < T::kSMTiles; ++mt) {
+                        ptx::mma_m16n8k16(acc_s[mt][2 * np], ka[mt], q0, Elem());
+                        ptx::mma_m16n8k16(acc_s[mt][2 * np + 1], ka[mt], q1, Elem());
+                        ptx::mma_m16n8k16(acc_dp[mt][2 * np], va[mt], o0, Elem());
+                        ptx::mma_m16n8k16(acc_dp[mt][2 * np + 1], va[mt], o1, Elem());
+                    }
                 }
             }
 
             // ---- P^T and dS^T, element-wise; staged in shared memory -------------------------------------------
-            // Element i of tile nt: key n0 + n_row0 + group + 8*(i/2), query row m0 + s_col0 + nt*8 + 2*tig + i%2.
+            // Element i of tile (mt, nt): key n0 + s_key0 + mt*16 + group + 8*(i/2),
+            // query row m0 + s_col0 + nt*8 + 2*tig + i%2. Afterwards acc_s holds P^T (dropout applied) and acc_dp
+            // holds dS^T.
             const bool tile_needs_mask = [&] {
                 const KeyRange first = visible_keys(m0, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
                 const KeyRange last = visible_keys(m0 + T::kBlockM - 1, seq.seqlen_q, seq.seqlen_k, p.window_left,
                                                    p.window_right);
                 return !(last.begin <= n0 && first.end >= n0 + T::kBlockN);
             }();
+            // (row, key) is visible iff key < seqlen_k, row < seqlen_q and lo <= key - row <= hi (mask.h in 32 bits).
+            const int shift = seq.seqlen_k - seq.seqlen_q;
+            const int diff_lo = p.window_left >= 0 ? shift - p.window_left : INT_MIN / 2;
+            const int diff_hi = p.window_right >= 0 ? shift + p.window_right : INT_MAX / 2;
+            auto visible = [&](int row, int key) {
+                // Non-short-circuit &: predicates, not branches.
+                return (key < seq.seqlen_k) & (row < seq.seqlen_q) & (key - row >= diff_lo) & (key - row <= diff_hi);
+            };
+            if (!transform_scores && !dropout) {
+                // The common case, kept short so the loop stays in the instruction cache: no per-element branches.
 #pragma unroll
-            for (int nt = 0; nt < T::kSTiles; ++nt)
+                for (int mt = 0; mt < T::kSMTiles; ++mt)
 #pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    const int key = n0 + n_row0 + group + 8 * half;
-                    float pv[2], dsv[2];
+                    for (int nt = 0; nt < T::kSTiles; ++nt)
 #pragma unroll
-                    for (int j = 0; j < 2; ++j) {
-                        const int mc = s_col0 + nt * 8 + 2 * tig + j;  // column within the query tile
-                        const int row = m0 + mc;
-                        float s = acc_s[nt][2 * half + j];
-                        float dtanh = 1.f;  // d(capped score) / d(scaled score)
-                        if (transform_scores) {
+                        for (int i = 0; i < 4; ++i) {
+                            const int mc = s_col0 + nt * 8 + 2 * tig + i % 2;
+                            acc_s[mt][nt][i] = ptx::exp2_fast(acc_s[mt][nt][i] * p.scale_log2 - sLse2[mc]);
+                        }
+                if (tile_needs_mask) {
+#pragma unroll
+                    for (int mt = 0; mt < T::kSMTiles; ++mt)
+#pragma unroll
+                        for (int nt = 0; nt < T::kSTiles; ++nt)
+#pragma unroll
+                            for (int i = 0; i < 4; ++i) {
+                                const int key = n0 + s_key0 + mt * 16 + group + 8 * (i / 2);
+                                const int row = m0 + s_col0 + nt * 8 + 2 * tig + i % 2;
+                                if (!visible(row, key)) acc_s[mt][nt][i] = 0.f;
+                            }
+                }
+#pragma unroll
+                for (int mt = 0; mt < T::kSMTiles; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < T::kSTiles; ++nt)
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            const int mc = s_col0 + nt * 8 + 2 * tig + i % 2;
+                            acc_dp[mt][nt][i] = acc_s[mt][nt][i] * (acc_dp[mt][nt][i] - sD[mc]);
+                        }
+            } else {
+                // Softcap, ALiBi or dropout: the general form.
+#pragma unroll
+                for (int mt = 0; mt < T::kSMTiles; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < T::kSTiles; ++nt)
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            const int key = n0 + s_key0 + mt * 16 + group + 8 * (i / 2);
+                            const int mc = s_col0 + nt * 8 + 2 * tig + i % 2;  // column within the query tile
+                            const int row = m0 + mc;
+                            float s = acc_s[mt][nt][i];
+                            float dtanh = 1.f;  // d(capped score) / d(scaled score)
                             if (p.softcap > 0.f) {
                                 const float t = ptx::tanh_fast(s * softcap_in);
                                 s = p.softcap * t;
                                 dtanh = 1.f - t * t;
-                            } else {
+                            } else if (transform_scores) {
                                 s *= p.scale;
                             }
                             if (p.alibi_slopes) s += alibi_bias(alibi_slope, row, key, seq.seqlen_q, seq.seqlen_k);
+                            float prob = ptx::exp2_fast(s * exp2_mult - sLse2[mc]);
+                            if (tile_needs_mask && !visible(row, key)) prob = 0.f;
+                            float dp = acc_dp[mt][nt][i];
+                            float prob_dropped = prob;
+                            if (dropout) {
+                                const bool keep = bwd_dropout_keep(p.seed, p.offset, batch_head, row, key,
+                                                                   p.dropout_keep_threshold);
+                                dp = keep ? dp * p.dropout_scale : 0.f;
+                                prob_dropped = keep ? prob * p.dropout_scale : 0.f;
+                            }
+                            acc_s[mt][nt][i] = prob_dropped;
+                            acc_dp[mt][nt][i] = prob * (dp - sD[mc]) * dtanh;
                         }
-                        float prob = ptx::exp2_fast(s * exp2_mult - sLse2[mc]);
-                        if (tile_needs_mask) {
-                            const KeyRange r =
-                                visible_keys(row, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
-                            if (key < r.begin || key >= r.end || row >= seq.seqlen_q) prob = 0.f;
-                        }
-                        float dp = acc_dp[nt][2 * half + j];
-                        float prob_dropped = prob;
-                        if (dropout) {
-                            const bool keep = dropout_keep(p.seed, p.offset, batch_head, row, key,
-                                                           p.dropout_keep_threshold);
-                            dp = keep ? dp * p.dropout_scale : 0.f;
-                            prob_dropped = keep ? prob * p.dropout_scale : 0.f;
-                        }
-                        pv[j] = prob_dropped;
-                        dsv[j] = prob * (dp - sD[mc]) * dtanh;
+            }
+#pragma unroll
+            for (int mt = 0; mt < T::kSMTiles; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < T::kSTiles; ++nt)
+#pragma unroll
+                    for (int half = 0; half < 2; ++half) {
+                        const int off = (s_key0 + mt * 16 + group + 8 * half) * T::kPStride + s_col0 + nt * 8 + 2 * tig;
+                        ptx::st_shared_32(ptx::smem_addr(sPt + off),
+                                          ptx::pack2(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1], Elem()));
+                        ptx::st_shared_32(ptx::smem_addr(sdSt + off),
+                                          ptx::pack2(acc_dp[mt][nt][2 * half], acc_dp[mt][nt][2 * half + 1], Elem()));
                     }
-                    const int off = (n_row0 + group + 8 * half) * T::kPStride + s_col0 + nt * 8 + 2 * tig;
-                    ptx::st_shared_32(ptx::smem_addr(sPt + off), ptx::pack2(pv[0], pv[1], Elem()));
-                    ptx::st_shared_32(ptx::smem_addr(sdSt + off), ptx::pack2(dsv[0], dsv[1], Elem()));
-                }
             __syncthreads();  // P^T and dS^T complete
 
-            // ---- dV += P^T dO, dK += dS^T Q (this warp: 16 keys x kDCols) ----------------------------------------
+            // ---- phase KV: dV += P^T dO, dK += dS^T Q (this warp: kKVKeys keys x kKVCols) -------------------------
 #pragma unroll
             for (int ks = 0; ks < T::kBlockM / 16; ++ks) {
-                uint32_t pa[4], sa[4];
-                const int a_off = (n_row0 + lane % 16) * T::kPStride + ks * 16 + (lane / 16) * 8;
-                ptx::ldmatrix_x4(pa, ptx::smem_addr(sPt + a_off));
-                ptx::ldmatrix_x4(sa, ptx::smem_addr(sdSt + a_off));
+                uint32_t pa[T::kKVMTiles][4], sa[T::kKVMTiles][4];
 #pragma unroll
-                for (int dp2 = 0; dp2 < T::kDTiles / 2; ++dp2) {
-                    const int b_off = (ks * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride + d_col0 + dp2 * 16 +
+                for (int mt = 0; mt < T::kKVMTiles; ++mt) {
+                    const int a_off = (kv_key0 + mt * 16 + lane % 16) * T::kPStride + ks * 16 + (lane / 16) * 8;
+                    ptx::ldmatrix_x4(pa[mt], ptx::smem_addr(sPt + a_off));
+                    ptx::ldmatrix_x4(sa[mt], ptx::smem_addr(sdSt + a_off));
+                }
+#pragma unroll
+                for (int dp2 = 0; dp2 < T::kKVTiles / 2; ++dp2) {
+                    const int b_off = (ks * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride + kv_col0 + dp2 * 16 +
                                       (lane / 16) * 8;
                     uint32_t ob[4], qb[4];
                     ptx::ldmatrix_x4_trans(ob, ptx::smem_addr(sdO + b_off));
                     ptx::ldmatrix_x4_trans(qb, ptx::smem_addr(sQ + b_off));
                     const uint32_t o0[2] = {ob[0], ob[1]}, o1[2] = {ob[2], ob[3]};
                     const uint32_t q0[2] = {qb[0], qb[1]}, q1[2] = {qb[2], qb[3]};
-                    ptx::mma_m16n8k16(acc_dv[2 * dp2], pa, o0, Elem());
-                    ptx::mma_m16n8k16(acc_dv[2 * dp2 + 1], pa, o1, Elem());
-                    ptx::mma_m16n8k16(acc_dk[2 * dp2], sa, q0, Elem());
-                    ptx::mma_m16n8k16(acc_dk[2 * dp2 + 1], sa, q1, Elem());
+#pragma unroll
+                    for (int mt = 0; mt < T::kKVMTiles; ++mt) {
+                        ptx::mma_m16n8k16(acc_dv[mt][2 * dp2], pa[mt], o0, Elem());
+                        ptx::mma_m16n8k16(acc_dv[mt][2 * dp2 + 1], pa[mt], o1, Elem());
+                        ptx::mma_m16n8k16(acc_dk[mt][2 * dp2], sa[mt], q0, Elem());
+                        ptx::mma_m16n8k16(acc_dk[mt][2 * dp2 + 1], sa[mt], q1, Elem());
+                    }
                 }
             }
 
-            // ---- dQ += dS K, into the fp32 accumulator ------------------------------------------------------------
-            float acc_dq[T::kQDTiles][4];
+            // ---- phase Q: dQ += dS K, into the fp32 accumulator (this warp: kQRows rows x kQCols) ----------------
+            float acc_dq[T::kQMTiles][T::kQTiles][4];
 #pragma unroll
-            for (int dt = 0; dt < T::kQDTiles; ++dt)
+            for (int mq = 0; mq < T::kQMTiles; ++mq)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) acc_dq[dt][i] = 0.f;
+                for (int dt = 0; dt < T::kQTiles; ++dt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) acc_dq[mq][dt][i] = 0.f;
 #pragma unroll
             for (int ks = 0; ks < T::kBlockN / 16; ++ks) {
-                uint32_t da[4];  // dS (query rows x keys) read transposed out of dS^T
-                ptx::ldmatrix_x4_trans(da, ptx::smem_addr(sdSt + (ks * 16 + (lane / 16) * 8 + lane % 8) * T::kPStride +
-                                                          q_mtile * 16 + ((lane / 8) % 2) * 8));
+                uint32_t da[T::kQMTiles][4];  // dS (query rows x keys) read transposed out of dS^T
 #pragma unroll
-                for (int dp2 = 0; dp2 < T::kQDTiles / 2; ++dp2) {
+                for (int mq = 0; mq < T::kQMTiles; ++mq)
+                    ptx::ldmatrix_x4_trans(da[mq],
+                                           ptx::smem_addr(sdSt + (ks * 16 + (lane / 16) * 8 + lane % 8) * T::kPStride +
+                                                          q_row0 + mq * 16 + ((lane / 8) % 2) * 8));
+#pragma unroll
+                for (int dp2 = 0; dp2 < T::kQTiles / 2; ++dp2) {
                     uint32_t kb[4];
                     ptx::ldmatrix_x4_trans(kb, ptx::smem_addr(sK + (ks * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride +
-                                                              q_dcol0 + dp2 * 16 + (lane / 16) * 8));
+                                                              q_col0 + dp2 * 16 + (lane / 16) * 8));
                     const uint32_t k0[2] = {kb[0], kb[1]}, k1[2] = {kb[2], kb[3]};
-                    ptx::mma_m16n8k16(acc_dq[2 * dp2], da, k0, Elem());
-                    ptx::mma_m16n8k16(acc_dq[2 * dp2 + 1], da, k1, Elem());
+#pragma unroll
+                    for (int mq = 0; mq < T::kQMTiles; ++mq) {
+                        ptx::mma_m16n8k16(acc_dq[mq][2 * dp2], da[mq], k0, Elem());
+                        ptx::mma_m16n8k16(acc_dq[mq][2 * dp2 + 1], da[mq], k1, Elem());
+                    }
                 }
             }
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int row = m0 + q_mtile * 16 + group + 8 * half;
-                if (row >= seq.seqlen_q) continue;
-                float* acc = dq_acc_split + ((acc_row0 + row) * p.nheads + h) * int64_t(T::kHeadDim) + q_dcol0 + 2 * tig;
+            for (int mq = 0; mq < T::kQMTiles; ++mq)
 #pragma unroll
-                for (int dt = 0; dt < T::kQDTiles; ++dt) {
-                    atomicAdd(acc + dt * 8, acc_dq[dt][2 * half]);
-                    atomicAdd(acc + dt * 8 + 1, acc_dq[dt][2 * half + 1]);
+                for (int half = 0; half < 2; ++half) {
+                    const int row = m0 + q_row0 + mq * 16 + group + 8 * half;
+                    if (row >= seq.seqlen_q) continue;
+                    float* acc =
+                        dq_acc_split + ((acc_row0 + row) * p.nheads + h) * int64_t(T::kHeadDim) + q_col0 + 2 * tig;
+#pragma unroll
+                    for (int dt = 0; dt < T::kQTiles; ++dt) {
+                        atomicAdd(acc + dt * 8, acc_dq[mq][dt][2 * half]);
+                        atomicAdd(acc + dt * 8 + 1, acc_dq[mq][dt][2 * half + 1]);
+                    }
                 }
+
+            if (q_stages == 1 && step + 1 < steps) {
+                __syncthreads();  // one stage: every warp is done with this tile before the next overwrites it
+                load_query_tile(step + 1);
             }
         }
 
@@ -298,17 +405,20 @@ __global__ void __launch_bounds__(T::kThreads) bwd_kernel(const AttnParams p, fl
         ptx::cp_async_wait<0>();
         __syncthreads();  // every warp is done with K and V: reuse them for dK and dV
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int r = n_row0 + group + 8 * half;
+        for (int mt = 0; mt < T::kKVMTiles; ++mt)
 #pragma unroll
-            for (int dt = 0; dt < T::kDTiles; ++dt) {
-                const int c = d_col0 + dt * 8 + 2 * tig;
-                ptx::st_shared_32(ptx::smem_addr(sK + r * T::kStride + c),
-                                  ptx::pack2(acc_dk[dt][2 * half] * p.scale, acc_dk[dt][2 * half + 1] * p.scale, Elem()));
-                ptx::st_shared_32(ptx::smem_addr(sV + r * T::kStride + c),
-                                  ptx::pack2(acc_dv[dt][2 * half], acc_dv[dt][2 * half + 1], Elem()));
+            for (int half = 0; half < 2; ++half) {
+                const int r = kv_key0 + mt * 16 + group + 8 * half;
+#pragma unroll
+                for (int dt = 0; dt < T::kKVTiles; ++dt) {
+                    const int c = kv_col0 + dt * 8 + 2 * tig;
+                    ptx::st_shared_32(ptx::smem_addr(sK + r * T::kStride + c),
+                                      ptx::pack2(acc_dk[mt][dt][2 * half] * p.scale,
+                                                 acc_dk[mt][dt][2 * half + 1] * p.scale, Elem()));
+                    ptx::st_shared_32(ptx::smem_addr(sV + r * T::kStride + c),
+                                      ptx::pack2(acc_dv[mt][dt][2 * half], acc_dv[mt][dt][2 * half + 1], Elem()));
+                }
             }
-        }
         __syncthreads();
         Elem* dk = static_cast<Elem*>(p.dk) + b * p.dk_batch_stride + (seq.k_row0 + n0) * p.dk_row_stride +
                    hk * p.dk_head_stride;

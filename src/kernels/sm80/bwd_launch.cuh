@@ -14,15 +14,25 @@
 
 namespace flashattn::kernels {
 
-// (kBlockM query rows per step, kBlockN keys per block, kSplitD warps per 16-key group) per head dim bucket: dK and
-// dV accumulators of a warp are 16 x (head dim / kSplitD) each, so head dims above 128 split across two warps;
-// shared memory (K, V, two stages of Q and dO, P^T, dS^T) stays within the 163 KB an A100 block can have.
+// Per head dim bucket: (kBlockM query rows per step, kBlockN keys per block, then the warps along the key side of
+// phase S, of phase KV and along the query side of phase Q; BwdTraits). The dK and dV accumulators of a block are
+// kBlockN x head dim each and live in registers for the whole block, so head dims above 128 take 64-key tiles.
+// With one stage of Q and dO, every shape fits in the 163 KB of shared memory an A100 block can have.
 template <typename Elem, int kHeadDim> struct BwdTileShape;
-template <typename Elem> struct BwdTileShape<Elem, 64> { using Traits = BwdTraits<Elem, 64, 64, 128, 1>; };
-template <typename Elem> struct BwdTileShape<Elem, 96> { using Traits = BwdTraits<Elem, 96, 64, 128, 1>; };
-template <typename Elem> struct BwdTileShape<Elem, 128> { using Traits = BwdTraits<Elem, 128, 32, 128, 1>; };
-template <typename Elem> struct BwdTileShape<Elem, 192> { using Traits = BwdTraits<Elem, 192, 32, 64, 2>; };
-template <typename Elem> struct BwdTileShape<Elem, 256> { using Traits = BwdTraits<Elem, 256, 32, 64, 2>; };
+template <typename Elem> struct BwdTileShape<Elem, 64> { using Traits = BwdTraits<Elem, 64, 64, 128, 4, 4, 2>; };
+template <typename Elem> struct BwdTileShape<Elem, 96> { using Traits = BwdTraits<Elem, 96, 64, 128, 4, 4, 4>; };
+template <typename Elem> struct BwdTileShape<Elem, 128> { using Traits = BwdTraits<Elem, 128, 64, 128, 4, 4, 2>; };
+template <typename Elem> struct BwdTileShape<Elem, 192> { using Traits = BwdTraits<Elem, 192, 64, 64, 4, 2, 2>; };
+template <typename Elem> struct BwdTileShape<Elem, 256> { using Traits = BwdTraits<Elem, 256, 64, 64, 4, 2, 2>; };
+
+// Two stages of (Q, dO) where the device's per-block shared memory allows, else one.
+template <class T>
+int bwd_query_stages(int device) {
+    int max_smem = 0;
+    check_cuda(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+               "cudaDeviceGetAttribute(max shared memory per block)");
+    return T::smem_bytes(2) <= max_smem ? 2 : 1;
+}
 
 constexpr int kPrePostThreads = 256;
 constexpr int kMaxGrid = 65535 * 8;  // grid-stride loops cover the rest
@@ -44,14 +54,18 @@ void launch_bwd_sm80(const AttnParams& p, const BwdPlan& plan) {
     }
 
     const auto kernel = bwd_kernel<T>;
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
+    int device = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    const int stages = bwd_query_stages<T>(device);
+    const int smem_bytes = T::smem_bytes(stages);
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
                "cudaFuncSetAttribute(backward shared memory)");
     const int n_blocks = (p.seqlen_k + T::kBlockN - 1) / T::kBlockN;
     if (n_blocks > 0) {
         const dim3 grid(p.deterministic ? std::min(plan.n_splits, n_blocks) : n_blocks, p.batch, p.nheads_k);
         AttnParams run = p;
         run.softmax_d = softmax_d;
-        kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(run, dq_accum, plan.split_stride, softmax_d);
+        kernel<<<grid, T::kThreads, smem_bytes, stream>>>(run, dq_accum, plan.split_stride, softmax_d, stages);
         check_cuda(cudaGetLastError(), "backward kernel launch");
     }
 
