@@ -4,13 +4,12 @@
 #include <cmath>
 
 #include "api/window.h"
+#include "common/numeric.h"
 #include "common/philox.h"
 
 namespace flashattn::api {
 
 namespace {
-
-constexpr float kLog2e = 1.4426950408889634f;
 
 // The (batch, row, head) strides of a data tensor. Varlen tensors have no batch dimension (rows are absolute);
 // a dimension of extent 1 is never stepped along, so its stride (which frameworks leave arbitrary) becomes 0.

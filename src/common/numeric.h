@@ -1,4 +1,5 @@
-// fp16 and bf16 storage conversions for host code (round to nearest even). Device code uses cuda_fp16/cuda_bf16.
+// fp16 and bf16 storage conversions for host code (round to nearest even; device code uses cuda_fp16/cuda_bf16),
+// and the base-2 softmax constants host and device code share.
 #pragma once
 
 #include <cmath>
@@ -6,6 +7,10 @@
 #include <cstring>
 
 namespace flashattn {
+
+// The softmax runs in base 2: e^x = 2^(x * kLog2e); a base-2 logarithm times kLn2 is a natural one.
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
 inline uint32_t float_bits(float f) {
     uint32_t u;

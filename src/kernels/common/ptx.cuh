@@ -61,6 +61,11 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem, const void* gmem, boo
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes));
 }
 
+// Copy 4 bytes global -> shared without blocking (through L1: cp.async takes .cg for 16-byte copies only).
+__device__ __forceinline__ void cp_async_4(uint32_t smem, const void* gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem), "l"(gmem));
+}
+
 // Close the group of cp.async issued so far by this thread.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
@@ -88,6 +93,19 @@ __device__ __forceinline__ void st_shared_32(uint32_t addr, uint32_t v) {
 
 __device__ __forceinline__ void st_global_16(void* gmem, uint4 v) {
     asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"l"(gmem), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+
+// ----- global reductions ---------------------------------------------------------------------------------------------
+
+// gmem[0] += a, gmem[1] += b, fire and forget. sm_90 has a vector form (one instruction, one request per 8 bytes
+// instead of two 4-byte ones); gmem must be 8-byte aligned.
+__device__ __forceinline__ void red_add_f32x2(float* gmem, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(gmem), "f"(a), "f"(b) : "memory");
+#else
+    atomicAdd(gmem, a);
+    atomicAdd(gmem + 1, b);
+#endif
 }
 
 // ----- arithmetic ----------------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "common/mask.h"
+#include "common/numeric.h"
 #include "common/params.h"
 #include "common/philox.h"
 #include "kernels/common/ptx.cuh"
@@ -91,8 +92,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
     Elem* sdSt = sPt + T::kBlockN * T::kPStride;  // dS^T
     Elem* sQ_stages = sdSt + T::kBlockN * T::kPStride;  // [q_stages][kBlockM][kStride]
     Elem* sdO_stages = sQ_stages + q_stages * T::kBlockM * T::kStride;
-    float* sLse2_stages = reinterpret_cast<float*>(sdO_stages + q_stages * T::kBlockM * T::kStride);  // LSE*log2(e)
-    float* sD_stages = sLse2_stages + q_stages * T::kBlockM;
+    float* sLse_stages = reinterpret_cast<float*>(sdO_stages + q_stages * T::kBlockM * T::kStride);  // LSE
+    float* sD_stages = sLse_stages + q_stages * T::kBlockM;
 
     const int b = blockIdx.y, hk = blockIdx.z;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
     const int64_t acc_row0 = p.is_varlen ? seq.q_row0 : int64_t(b) * p.seqlen_q;  // rows of dq_accum
 
     const bool transform_scores = p.softcap > 0.f || p.alibi_slopes != nullptr;
-    const float exp2_mult = transform_scores ? 1.4426950408889634f : p.scale_log2;
+    const float exp2_mult = transform_scores ? kLog2e : p.scale_log2;
     const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
     const bool dropout = p.dropout_p > 0.f;
 
@@ -151,7 +152,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             const int stage = step % q_stages;
             Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
             Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
-            float* sLse2 = sLse2_stages + stage * T::kBlockM;
+            float* sLse = sLse_stages + stage * T::kBlockM;
             float* sD = sD_stages + stage * T::kBlockM;
             const int h = hk * heads_per_group + step / steps_per_head;
             const int m0 = (m_block_begin + step % steps_per_head) * T::kBlockM;
@@ -163,13 +164,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q, p.q_row_stride, valid_rows, p.head_dim, tid);
             load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sdO, dout, p.dout_row_stride, valid_rows,
                                                                   p.head_dim_v, tid);
-            ptx::cp_async_commit();
+            // LSE and D asynchronously too: a plain load here would hold its warp for a memory round trip while the
+            // others wait at the next barrier. Rows past the sequence get LSE +inf (so their P is exactly 0), D 0.
             const int64_t lse_off = b * p.lse_batch_stride + h * p.lse_head_stride + seq.q_row0 + m0;
             for (int r = tid; r < T::kBlockM; r += T::kThreads) {
-                // Rows past the sequence get LSE +inf, so their P is exactly 0.
-                sLse2[r] = r < valid_rows ? p.softmax_lse[lse_off + r] * 1.4426950408889634f : INFINITY;
-                sD[r] = r < valid_rows ? softmax_d[lse_off + r] : 0.f;
+                if (r < valid_rows) {
+                    ptx::cp_async_4(ptx::smem_addr(sLse + r), p.softmax_lse + lse_off + r);
+                    ptx::cp_async_4(ptx::smem_addr(sD + r), softmax_d + lse_off + r);
+                } else {
+                    sLse[r] = INFINITY;
+                    sD[r] = 0.f;
+                }
             }
+            ptx::cp_async_commit();
         };
         if (steps > 0) load_query_tile(0);
 
@@ -181,7 +188,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             const int stage = step % q_stages;
             const Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
             const Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
-            const float* sLse2 = sLse2_stages + stage * T::kBlockM;
+            const float* sLse = sLse_stages + stage * T::kBlockM;
             const float* sD = sD_stages + stage * T::kBlockM;
             ptx::cp_async_wait<0>();
             __syncthreads();  // this tile landed; every warp is done with the previous step (its stage, P^T, dS^T)
@@ -250,7 +257,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
 #pragma unroll
                         for (int i = 0; i < 4; ++i) {
                             const int mc = s_col0 + nt * 8 + 2 * tig + i % 2;
-                            acc_s[mt][nt][i] = ptx::exp2_fast(acc_s[mt][nt][i] * p.scale_log2 - sLse2[mc]);
+                            acc_s[mt][nt][i] = ptx::exp2_fast(acc_s[mt][nt][i] * p.scale_log2 - sLse[mc] * kLog2e);
                         }
                 if (tile_needs_mask) {
 #pragma unroll
@@ -294,7 +301,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                                 s *= p.scale;
                             }
                             if (p.alibi_slopes) s += alibi_bias(alibi_slope, row, key, seq.seqlen_q, seq.seqlen_k);
-                            float prob = ptx::exp2_fast(s * exp2_mult - sLse2[mc]);
+                            float prob = ptx::exp2_fast(s * exp2_mult - sLse[mc] * kLog2e);
                             if (tile_needs_mask && !visible(row, key)) prob = 0.f;
                             float dp = acc_dp[mt][nt][i];
                             float prob_dropped = prob;
@@ -322,36 +329,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
             __syncthreads();  // P^T and dS^T complete
 
-            // ---- phase KV: dV += P^T dO, dK += dS^T Q (this warp: kKVKeys keys x kKVCols) -------------------------
-#pragma unroll
-            for (int ks = 0; ks < T::kBlockM / 16; ++ks) {
-                uint32_t pa[T::kKVMTiles][4], sa[T::kKVMTiles][4];
-#pragma unroll
-                for (int mt = 0; mt < T::kKVMTiles; ++mt) {
-                    const int a_off = (kv_key0 + mt * 16 + lane % 16) * T::kPStride + ks * 16 + (lane / 16) * 8;
-                    ptx::ldmatrix_x4(pa[mt], ptx::smem_addr(sPt + a_off));
-                    ptx::ldmatrix_x4(sa[mt], ptx::smem_addr(sdSt + a_off));
-                }
-#pragma unroll
-                for (int dp2 = 0; dp2 < T::kKVTiles / 2; ++dp2) {
-                    const int b_off = (ks * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride + kv_col0 + dp2 * 16 +
-                                      (lane / 16) * 8;
-                    uint32_t ob[4], qb[4];
-                    ptx::ldmatrix_x4_trans(ob, ptx::smem_addr(sdO + b_off));
-                    ptx::ldmatrix_x4_trans(qb, ptx::smem_addr(sQ + b_off));
-                    const uint32_t o0[2] = {ob[0], ob[1]}, o1[2] = {ob[2], ob[3]};
-                    const uint32_t q0[2] = {qb[0], qb[1]}, q1[2] = {qb[2], qb[3]};
-#pragma unroll
-                    for (int mt = 0; mt < T::kKVMTiles; ++mt) {
-                        ptx::mma_m16n8k16(acc_dv[mt][2 * dp2], pa[mt], o0, Elem());
-                        ptx::mma_m16n8k16(acc_dv[mt][2 * dp2 + 1], pa[mt], o1, Elem());
-                        ptx::mma_m16n8k16(acc_dk[mt][2 * dp2], sa[mt], q0, Elem());
-                        ptx::mma_m16n8k16(acc_dk[mt][2 * dp2 + 1], sa[mt], q1, Elem());
-                    }
-                }
-            }
-
             // ---- phase Q: dQ += dS K, into the fp32 accumulator (this warp: kQRows rows x kQCols) ----------------
+            // First, so that its reductions drain to memory while the tensor cores work on dK and dV.
             float acc_dq[T::kQMTiles][T::kQTiles][4];
 #pragma unroll
             for (int mq = 0; mq < T::kQMTiles; ++mq)
@@ -389,11 +368,38 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     float* acc =
                         dq_acc_split + ((acc_row0 + row) * p.nheads + h) * int64_t(T::kHeadDim) + q_col0 + 2 * tig;
 #pragma unroll
-                    for (int dt = 0; dt < T::kQTiles; ++dt) {
-                        atomicAdd(acc + dt * 8, acc_dq[mq][dt][2 * half]);
-                        atomicAdd(acc + dt * 8 + 1, acc_dq[mq][dt][2 * half + 1]);
+                    for (int dt = 0; dt < T::kQTiles; ++dt)
+                        ptx::red_add_f32x2(acc + dt * 8, acc_dq[mq][dt][2 * half], acc_dq[mq][dt][2 * half + 1]);
+                }
+
+            // ---- phase KV: dV += P^T dO, dK += dS^T Q (this warp: kKVKeys keys x kKVCols) -------------------------
+#pragma unroll
+            for (int ks = 0; ks < T::kBlockM / 16; ++ks) {
+                uint32_t pa[T::kKVMTiles][4], sa[T::kKVMTiles][4];
+#pragma unroll
+                for (int mt = 0; mt < T::kKVMTiles; ++mt) {
+                    const int a_off = (kv_key0 + mt * 16 + lane % 16) * T::kPStride + ks * 16 + (lane / 16) * 8;
+                    ptx::ldmatrix_x4(pa[mt], ptx::smem_addr(sPt + a_off));
+                    ptx::ldmatrix_x4(sa[mt], ptx::smem_addr(sdSt + a_off));
+                }
+#pragma unroll
+                for (int dp2 = 0; dp2 < T::kKVTiles / 2; ++dp2) {
+                    const int b_off = (ks * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride + kv_col0 + dp2 * 16 +
+                                      (lane / 16) * 8;
+                    uint32_t ob[4], qb[4];
+                    ptx::ldmatrix_x4_trans(ob, ptx::smem_addr(sdO + b_off));
+                    ptx::ldmatrix_x4_trans(qb, ptx::smem_addr(sQ + b_off));
+                    const uint32_t o0[2] = {ob[0], ob[1]}, o1[2] = {ob[2], ob[3]};
+                    const uint32_t q0[2] = {qb[0], qb[1]}, q1[2] = {qb[2], qb[3]};
+#pragma unroll
+                    for (int mt = 0; mt < T::kKVMTiles; ++mt) {
+                        ptx::mma_m16n8k16(acc_dv[mt][2 * dp2], pa[mt], o0, Elem());
+                        ptx::mma_m16n8k16(acc_dv[mt][2 * dp2 + 1], pa[mt], o1, Elem());
+                        ptx::mma_m16n8k16(acc_dk[mt][2 * dp2], sa[mt], q0, Elem());
+                        ptx::mma_m16n8k16(acc_dk[mt][2 * dp2 + 1], sa[mt], q1, Elem());
                     }
                 }
+            }
 
             if (q_stages == 1 && step + 1 < steps) {
                 __syncthreads();  // one stage: every warp is done with this tile before the next overwrites it

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "common/mask.h"
+#include "common/numeric.h"
 #include "common/params.h"
 #include "common/philox.h"
 #include "kernels/common/ptx.cuh"
@@ -23,9 +24,6 @@
 #include "kernels/common/tile_io.cuh"
 
 namespace flashattn::kernels {
-
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_>
 struct FwdTraits {
