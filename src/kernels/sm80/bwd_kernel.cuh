@@ -146,16 +146,26 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         const int steps_per_head = m_block_end > m_block_begin ? m_block_end - m_block_begin : 0;
         const int steps = steps_per_head * heads_per_group;
 
-        // Issue the loads of query tile `step` (head, m-block) into its stage: Q and dO asynchronously, LSE and D
-        // directly.
-        auto load_query_tile = [&](int step) {
-            const int stage = step % q_stages;
+        // Query tile `step` is (head h, rows m0...) with the heads of the group outer and the m-blocks inner; the
+        // walk keeps counters rather than dividing by steps_per_head every step.
+        struct QueryTile {
+            int h, m_block, stage;
+        };
+        auto next_tile = [&](QueryTile t) {
+            if (++t.m_block == m_block_end) {
+                t.m_block = m_block_begin;
+                ++t.h;
+            }
+            t.stage = q_stages > 1 ? t.stage ^ 1 : 0;
+            return t;
+        };
+        // Issue the loads of a query tile into its stage: Q, dO, LSE and D, all asynchronously.
+        auto load_query_tile = [&](const QueryTile& t) {
+            const int stage = t.stage, h = t.h, m0 = t.m_block * T::kBlockM;
             Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
             Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
             float* sLse = sLse_stages + stage * T::kBlockM;
             float* sD = sD_stages + stage * T::kBlockM;
-            const int h = hk * heads_per_group + step / steps_per_head;
-            const int m0 = (m_block_begin + step % steps_per_head) * T::kBlockM;
             const int valid_rows = min(T::kBlockM, seq.seqlen_q - m0);
             const Elem* q = static_cast<const Elem*>(p.q) + b * p.q_batch_stride + (seq.q_row0 + m0) * p.q_row_stride +
                             h * p.q_head_stride;
@@ -178,21 +188,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             }
             ptx::cp_async_commit();
         };
-        if (steps > 0) load_query_tile(0);
+        QueryTile tile{hk * heads_per_group, m_block_begin, 0};
+        if (steps > 0) load_query_tile(tile);
 
-        for (int step = 0; step < steps; ++step) {
-            const int h = hk * heads_per_group + step / steps_per_head;
-            const int m0 = (m_block_begin + step % steps_per_head) * T::kBlockM;
+        for (int step = 0; step < steps; ++step, tile = next_tile(tile)) {
+            const int h = tile.h, m0 = tile.m_block * T::kBlockM, stage = tile.stage;
             const float alibi_slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
             const uint32_t batch_head = static_cast<uint32_t>(b) * p.nheads + h;
-            const int stage = step % q_stages;
             const Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
             const Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
             const float* sLse = sLse_stages + stage * T::kBlockM;
             const float* sD = sD_stages + stage * T::kBlockM;
             ptx::cp_async_wait<0>();
             __syncthreads();  // this tile landed; every warp is done with the previous step (its stage, P^T, dS^T)
-            if (q_stages > 1 && step + 1 < steps) load_query_tile(step + 1);  // overlaps the whole of this step
+            if (q_stages > 1 && step + 1 < steps) load_query_tile(next_tile(tile));  // overlaps the whole of this step
 
             // ---- phase S: S^T = K Q^T and dP^T = V dO^T (this warp: kSKeys keys x kSCols query columns) ----------
             float acc_s[T::kSMTiles][T::kSTiles][4], acc_dp[T::kSMTiles][T::kSTiles][4];
@@ -403,7 +412,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
 
             if (q_stages == 1 && step + 1 < steps) {
                 __syncthreads();  // one stage: every warp is done with this tile before the next overwrites it
-                load_query_tile(step + 1);
+                load_query_tile(next_tile(tile));
             }
         }
 
