@@ -25,13 +25,15 @@
 
 namespace flashattn::kernels {
 
-template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_>
+template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kQInRegs_>
 struct FwdTraits {
     using Elem = Elem_;
     static constexpr int kHeadDim = kHeadDim_;  // compiled bucket: q/k/v head dims up to this are zero-padded
     static constexpr int kBlockM = kBlockM_;
     static constexpr int kBlockN = kBlockN_;
     static constexpr int kWarps = kWarps_;
+    // Each warp keeps its Q fragments in registers for the whole block (where the registers allow; bench/NOTES.md).
+    static constexpr bool kQInRegs = kQInRegs_;
     static constexpr int kThreads = kWarps * 32;
     static constexpr int kRowsPerWarp = kBlockM / kWarps;
     static constexpr int kMTiles = kRowsPerWarp / 16;  // m16 tiles of each warp
@@ -111,6 +113,22 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
                                                               p.head_dim, tid);
     ptx::cp_async_commit();
 
+    // Q is read by every K tile. With kQInRegs each warp keeps its rows' A fragments in registers rather than
+    // re-reading them from shared memory per tile (a third of the main loop's shared-memory reads).
+    auto load_q_frag = [&](uint32_t (&a)[4], int mt, int ks) {
+        ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (warp_row0 + mt * 16 + lane % 16) * T::kStride + ks * 16 +
+                                           (lane / 16) * 8));
+    };
+    uint32_t q_frag[T::kQInRegs ? T::kMTiles : 1][T::kQInRegs ? T::kQkSteps : 1][4];
+    if constexpr (T::kQInRegs) {
+        ptx::cp_async_wait<0>();
+        __syncthreads();  // Q landed
+#pragma unroll
+        for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+            for (int ks = 0; ks < T::kQkSteps; ++ks) load_q_frag(q_frag[mt][ks], mt, ks);
+    }
+
     for (int n_tile = n_tile_begin; n_tile < n_tile_end; ++n_tile) {
         const int n0 = n_tile * T::kBlockN;
         ptx::cp_async_wait<0>();
@@ -131,9 +149,14 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
         for (int ks = 0; ks < T::kQkSteps; ++ks) {
             uint32_t a[T::kMTiles][4];
 #pragma unroll
-            for (int mt = 0; mt < T::kMTiles; ++mt)
-                ptx::ldmatrix_x4(a[mt], ptx::smem_addr(sQ + (warp_row0 + mt * 16 + lane % 16) * T::kStride +
-                                                       ks * 16 + (lane / 16) * 8));
+            for (int mt = 0; mt < T::kMTiles; ++mt) {
+                if constexpr (T::kQInRegs) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) a[mt][i] = q_frag[mt][ks][i];
+                } else {
+                    load_q_frag(a[mt], mt, ks);
+                }
+            }
 #pragma unroll
             for (int np = 0; np < T::kNTiles / 2; ++np) {
                 uint32_t kb[4];
