@@ -204,40 +204,40 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             if (q_stages > 1 && step + 1 < steps) load_query_tile(next_tile(tile));  // overlaps the whole of this step
 
             // ---- phase S: S^T = K Q^T and dP^T = V dO^T (this warp: kSKeys keys x kSCols query columns) ----------
-            float acc_s[T::kSMTiles][T::kSTiles][4], acc_dp[T::kSMTiles][T::kSTiles][4];
+            // One product after the other rather than interleaved: half the operand fragments live at a time, which
+            // the registers (dK and dV take half of them) need.
+            auto keys_by_rows = [&](float (&acc)[T::kSMTiles][T::kSTiles][4], const Elem* sA, const Elem* sB) {
 #pragma unroll
-            for (int mt = 0; mt < T::kSMTiles; ++mt)
+                for (int mt = 0; mt < T::kSMTiles; ++mt)
 #pragma unroll
-                for (int nt = 0; nt < T::kSTiles; ++nt)
+                    for (int nt = 0; nt < T::kSTiles; ++nt)
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) acc_s[mt][nt][i] = acc_dp[mt][nt][i] = 0.f;
+                        for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
 #pragma unroll
-            for (int ks = 0; ks < T::kHeadDim / 16; ++ks) {
-                uint32_t ka[T::kSMTiles][4], va[T::kSMTiles][4];
+                for (int ks = 0; ks < T::kHeadDim / 16; ++ks) {
+                    uint32_t a[T::kSMTiles][4];
 #pragma unroll
-                for (int mt = 0; mt < T::kSMTiles; ++mt) {
-                    const int a_off = (s_key0 + mt * 16 + lane % 16) * T::kStride + ks * 16 + (lane / 16) * 8;
-                    ptx::ldmatrix_x4(ka[mt], ptx::smem_addr(sK + a_off));
-                    ptx::ldmatrix_x4(va[mt], ptx::smem_addr(sV + a_off));
-                }
+                    for (int mt = 0; mt < T::kSMTiles; ++mt)
+                        ptx::ldmatrix_x4(a[mt], ptx::smem_addr(sA + (s_key0 + mt * 16 + lane % 16) * T::kStride +
+                                                               ks * 16 + (lane / 16) * 8));
 #pragma unroll
-                for (int np = 0; np < T::kSTiles / 2; ++np) {
-                    const int b_off = (s_col0 + np * 16 + (lane / 16) * 8 + lane % 8) * T::kStride + ks * 16 +
-                                      ((lane / 8) % 2) * 8;
-                    uint32_t qb[4], ob[4];
-                    ptx::ldmatrix_x4(qb, ptx::smem_addr(sQ + b_off));
-                    ptx::ldmatrix_x4(ob, ptx::smem_addr(sdO + b_off));
-                    const uint32_t q0[2] = {qb[0], qb[1]}, q1[2] = {qb[2], qb[3]};
-                    const uint32_t o0[2] = {ob[0], ob[1]}, o1[2] = {ob[2], ob[3]};
+                    for (int np = 0; np < T::kSTiles / 2; ++np) {
+                        uint32_t bb[4];
+                        ptx::ldmatrix_x4(bb, ptx::smem_addr(sB + (s_col0 + np * 16 + (lane / 16) * 8 + lane % 8) *
+                                                                     T::kStride +
+                                                                 ks * 16 + ((lane / 8) % 2) * 8));
+                        const uint32_t b0[2] = {bb[0], bb[1]}, b1[2] = {bb[2], bb[3]};
 #pragma unroll
-                    for (int mt = 0; mt < T::kSMTiles; ++mt) {
-                        ptx::mma_m16n8k16(acc_s[mt][2 * np], ka[mt], q0, Elem());
-                        ptx::mma_m16n8k16(acc_s[mt][2 * np + 1], ka[mt], q1, Elem());
-                        ptx::mma_m16n8k16(acc_dp[mt][2 * np], va[mt], o0, Elem());
-                        ptx::mma_m16n8k16(acc_dp[mt][2 * np + 1], va[mt], o1, Elem());
+                        for (int mt = 0; mt < T::kSMTiles; ++mt) {
+                            ptx::mma_m16n8k16(acc[mt][2 * np], a[mt], b0, Elem());
+                            ptx::mma_m16n8k16(acc[mt][2 * np + 1], a[mt], b1, Elem());
+                        }
                     }
                 }
-            }
+            };
+            float acc_s[T::kSMTiles][T::kSTiles][4], acc_dp[T::kSMTiles][T::kSTiles][4];
+            keys_by_rows(acc_s, sK, sQ);
+            keys_by_rows(acc_dp, sV, sdO);
 
             // ---- P^T and dS^T, element-wise; staged in shared memory -------------------------------------------
             // Element i of tile (mt, nt): key n0 + s_key0 + mt*16 + group + 8*(i/2),
