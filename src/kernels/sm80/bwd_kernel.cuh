@@ -240,9 +240,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             keys_by_rows(acc_dp, sV, sdO);
 
             // ---- P^T and dS^T, element-wise; staged in shared memory -------------------------------------------
-            // Element i of tile (mt, nt): key n0 + s_key0 + mt*16 + group + 8*(i/2),
-            // query row m0 + s_col0 + nt*8 + 2*tig + i%2. Afterwards acc_s holds P^T (dropout applied) and acc_dp
-            // holds dS^T.
+            // Afterwards acc_s holds P^T (dropout applied) and acc_dp holds dS^T.
             const bool tile_needs_mask = [&] {
                 const KeyRange first = visible_keys(m0, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
                 const KeyRange last = visible_keys(m0 + T::kBlockM - 1, seq.seqlen_q, seq.seqlen_k, p.window_left,
@@ -257,72 +255,56 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                 // Non-short-circuit &: predicates, not branches.
                 return (key < seq.seqlen_k) & (row < seq.seqlen_q) & (key - row >= diff_lo) & (key - row <= diff_hi);
             };
+            // f(s, dp, key, mc) for every element of this warp's S^T and dP^T tiles (s and dp by reference; key is
+            // the key index, mc the column within the query tile, m0 + mc the query row).
+            auto for_each_score = [&](auto&& f) {
+#pragma unroll
+                for (int mt = 0; mt < T::kSMTiles; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < T::kSTiles; ++nt)
+#pragma unroll
+                        for (int i = 0; i < 4; ++i)
+                            f(acc_s[mt][nt][i], acc_dp[mt][nt][i], n0 + s_key0 + mt * 16 + group + 8 * (i / 2),
+                              s_col0 + nt * 8 + 2 * tig + i % 2);
+            };
             if (!transform_scores && !dropout) {
                 // The common case, kept short so the loop stays in the instruction cache: no per-element branches.
-#pragma unroll
-                for (int mt = 0; mt < T::kSMTiles; ++mt)
-#pragma unroll
-                    for (int nt = 0; nt < T::kSTiles; ++nt)
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            const int mc = s_col0 + nt * 8 + 2 * tig + i % 2;
-                            acc_s[mt][nt][i] = ptx::exp2_fast(acc_s[mt][nt][i] * p.scale_log2 - sLse[mc] * kLog2e);
-                        }
+                for_each_score([&](float& s, float&, int, int mc) {
+                    s = ptx::exp2_fast(s * p.scale_log2 - sLse[mc] * kLog2e);
+                });
                 if (tile_needs_mask) {
-#pragma unroll
-                    for (int mt = 0; mt < T::kSMTiles; ++mt)
-#pragma unroll
-                        for (int nt = 0; nt < T::kSTiles; ++nt)
-#pragma unroll
-                            for (int i = 0; i < 4; ++i) {
-                                const int key = n0 + s_key0 + mt * 16 + group + 8 * (i / 2);
-                                const int row = m0 + s_col0 + nt * 8 + 2 * tig + i % 2;
-                                if (!visible(row, key)) acc_s[mt][nt][i] = 0.f;
-                            }
+                    for_each_score([&](float& s, float&, int key, int mc) {
+                        if (!visible(m0 + mc, key)) s = 0.f;
+                    });
                 }
-#pragma unroll
-                for (int mt = 0; mt < T::kSMTiles; ++mt)
-#pragma unroll
-                    for (int nt = 0; nt < T::kSTiles; ++nt)
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            const int mc = s_col0 + nt * 8 + 2 * tig + i % 2;
-                            acc_dp[mt][nt][i] = acc_s[mt][nt][i] * (acc_dp[mt][nt][i] - sD[mc]);
-                        }
+                for_each_score([&](float& s, float& dp, int, int mc) { dp = s * (dp - sD[mc]); });
             } else {
                 // Softcap, ALiBi or dropout: the general form.
-#pragma unroll
-                for (int mt = 0; mt < T::kSMTiles; ++mt)
-#pragma unroll
-                    for (int nt = 0; nt < T::kSTiles; ++nt)
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            const int key = n0 + s_key0 + mt * 16 + group + 8 * (i / 2);
-                            const int mc = s_col0 + nt * 8 + 2 * tig + i % 2;  // column within the query tile
-                            const int row = m0 + mc;
-                            float s = acc_s[mt][nt][i];
-                            float dtanh = 1.f;  // d(capped score) / d(scaled score)
-                            if (p.softcap > 0.f) {
-                                const float t = ptx::tanh_fast(s * softcap_in);
-                                s = p.softcap * t;
-                                dtanh = 1.f - t * t;
-                            } else if (transform_scores) {
-                                s *= p.scale;
-                            }
-                            if (p.alibi_slopes) s += alibi_bias(alibi_slope, row, key, seq.seqlen_q, seq.seqlen_k);
-                            float prob = ptx::exp2_fast(s * exp2_mult - sLse[mc] * kLog2e);
-                            if (tile_needs_mask && !visible(row, key)) prob = 0.f;
-                            float dp = acc_dp[mt][nt][i];
-                            float prob_dropped = prob;
-                            if (dropout) {
-                                const bool keep = bwd_dropout_keep(p.seed, p.offset, batch_head, row, key,
-                                                                   p.dropout_keep_threshold);
-                                dp = keep ? dp * p.dropout_scale : 0.f;
-                                prob_dropped = keep ? prob * p.dropout_scale : 0.f;
-                            }
-                            acc_s[mt][nt][i] = prob_dropped;
-                            acc_dp[mt][nt][i] = prob * (dp - sD[mc]) * dtanh;
-                        }
+                for_each_score([&](float& s_acc, float& dp_acc, int key, int mc) {
+                    const int row = m0 + mc;
+                    float s = s_acc;
+                    float dtanh = 1.f;  // d(capped score) / d(scaled score)
+                    if (p.softcap > 0.f) {
+                        const float t = ptx::tanh_fast(s * softcap_in);
+                        s = p.softcap * t;
+                        dtanh = 1.f - t * t;
+                    } else if (transform_scores) {
+                        s *= p.scale;
+                    }
+                    if (p.alibi_slopes) s += alibi_bias(alibi_slope, row, key, seq.seqlen_q, seq.seqlen_k);
+                    float prob = ptx::exp2_fast(s * exp2_mult - sLse[mc] * kLog2e);
+                    if (tile_needs_mask && !visible(row, key)) prob = 0.f;
+                    float dp = dp_acc;
+                    float prob_dropped = prob;
+                    if (dropout) {
+                        const bool keep =
+                            bwd_dropout_keep(p.seed, p.offset, batch_head, row, key, p.dropout_keep_threshold);
+                        dp = keep ? dp * p.dropout_scale : 0.f;
+                        prob_dropped = keep ? prob * p.dropout_scale : 0.f;
+                    }
+                    s_acc = prob_dropped;
+                    dp_acc = prob * (dp - sD[mc]) * dtanh;
+                });
             }
 #pragma unroll
             for (int mt = 0; mt < T::kSMTiles; ++mt)
