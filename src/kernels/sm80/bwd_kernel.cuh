@@ -8,7 +8,7 @@
 //   and adds dQ += dS K into an fp32 accumulator in global memory (atomics; see below for determinism).
 // Each of the three phases spreads its output over the 8 warps as a 2-D grid of warp tiles (BwdTraits): a warp
 // tile of r x c elements reads 4096/r + 4096/c bytes of shared memory per mma, so tiles are made as square as the
-// registers allow; shared-memory bandwidth, not the tensor cores, is what bounds this kernel.
+// registers allow (bench/NOTES.md has the measurements and what limits the kernel now).
 // dK, dV are written once per key tile, so GQA needs no atomics for them. A pre-pass computes D = rowsum(dO * O) and
 // zeroes the dQ accumulator; a post-pass scales and converts dQ (bwd_pre_post.cuh).
 //
@@ -75,8 +75,8 @@ struct BwdTraits {
 };
 
 // Out of line: the Philox rounds inlined at every element would crowd the main loop out of the instruction cache.
-static __device__ __noinline__ bool bwd_dropout_keep(uint64_t seed, uint64_t offset, uint32_t batch_head, int row, int key,
-                                              uint32_t keep_threshold) {
+static __device__ __noinline__ bool bwd_dropout_keep(uint64_t seed, uint64_t offset, uint32_t batch_head, int row,
+                                                     int key, uint32_t keep_threshold) {
     return dropout_keep(seed, offset, batch_head, row, key, keep_threshold);
 }
 
