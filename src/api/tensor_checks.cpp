@@ -95,10 +95,14 @@ void expect_layout(const TensorView& t, const char* name, Layout layout) {
     for (int d = 0; d < t.ndim; ++d)
         if (t.shape[d] > 1 && t.stride[d] < 0)
             fail(arg + ": expected non-negative strides, got " + strides_str(t));
+    // No stride of a tensor without elements moves an address, so any is accepted there (frameworks give such
+    // tensors the strides of extent-1 dimensions, or 0 when broadcast).
+    bool empty = false;
+    for (int d = 0; d < t.ndim; ++d) empty = empty || t.shape[d] == 0;
     const int last = t.ndim - 1;
-    if (layout != Layout::contiguous && t.shape[last] > 1 && t.stride[last] != 1)
+    if (layout != Layout::contiguous && !empty && t.shape[last] > 1 && t.stride[last] != 1)
         fail(arg + ": expected the last dimension contiguous (stride 1), got strides " + strides_str(t));
-    if (layout == Layout::contiguous) {
+    if (layout == Layout::contiguous && !empty) {
         // Strides of extent-1 dimensions never move the address, so any value is contiguous there.
         int64_t want = 1;
         bool ok = true;

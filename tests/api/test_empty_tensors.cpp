@@ -35,6 +35,18 @@ TEST(ApiEmpty, EmptyTensorsMayHaveNullData) {
     EXPECT_NO_THROW(forward(a));
 }
 
+TEST(ApiEmpty, EmptyTensorsMayHaveAnyStrides) {
+    // torch gives an empty (0, 4, 5) tensor the strides (20, 5, 1), not the (0, 0, 1) that 0 * 4 * 5 would give.
+    DenseProblem p(DenseShape{0, 5, 7, 4, 2, 16, 16});
+    ForwardArgs a = p.forward_args();
+    a.softmax_lse.stride[0] = 4 * 5;
+    a.softmax_lse.stride[1] = 5;
+    EXPECT_NO_THROW(forward(a));
+    ForwardArgs broadcast = p.forward_args();  // a broadcast empty tensor: all strides 0
+    for (int d = 0; d < broadcast.q.ndim; ++d) broadcast.q.stride[d] = 0;
+    EXPECT_NO_THROW(forward(broadcast));
+}
+
 TEST(ApiEmpty, EmptyProblemsAreStillValidated) {
     DenseProblem p(DenseShape{0, 5, 7, 4, 3, 16, 16});
     EXPECT_INVALID(forward(p.forward_args()), "k: expected nheads_k dividing nheads = 4");

@@ -1,0 +1,226 @@
+"""The flash_attn 2.x functions: same names, arguments, defaults and return values.
+
+Replacing ``from flash_attn import flash_attn_func`` by ``from flashattn import flash_attn_func`` is the whole
+change. Layouts (as in flash_attn):
+
+    q          (batch, seqlen_q, nheads, headdim)          varlen: (total_q, nheads, headdim)
+    k, v       (batch, seqlen_k, nheads_k, headdim)        varlen: (total_k, nheads_k, headdim)
+    qkv        (batch, seqlen, 3, nheads, headdim)         varlen: (total, 3, nheads, headdim)
+    kv         (batch, seqlen_k, 2, nheads_k, headdim)     varlen: (total_k, 2, nheads_k, headdim)
+
+with nheads divisible by nheads_k (MQA/GQA). Causal masks are aligned to the bottom-right corner of the score
+matrix (flash_attn >= 2.1). A head dim that is not a multiple of 8 is padded with zeros and the output sliced back,
+as flash_attn does. With return_attn_probs=True the functions return (out, softmax_lse, S_dmask): softmax_lse is
+(batch, nheads, seqlen_q) float32 ((nheads, total_q) for varlen); S_dmask is returned only when dropout_p > 0 (else
+None, as in flash_attn) and holds the attention probabilities, (batch, nheads, seqlen_q, seqlen_k) float32, negated
+where dropout dropped them: meant for testing at small sizes.
+
+CPU tensors (float16, bfloat16, float32, float64) run flashattn's exact CPU reference; CUDA tensors (float16,
+bfloat16) its GPU kernels. flashattn.Error (a RuntimeError) names the argument at fault.
+"""
+
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from . import _ops
+from ._ops import Error
+
+_HEAD_DIM_MULTIPLE = 8  # the kernels' head-dim granularity; other head dims are zero-padded up to it
+
+
+def _pad_head_dim(t: Tensor) -> Tensor:
+    rest = t.shape[-1] % _HEAD_DIM_MULTIPLE
+    return t if rest == 0 else F.pad(t, [0, _HEAD_DIM_MULTIPLE - rest])
+
+
+def _last_dim_contiguous(t: Tensor) -> Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _window(window_size) -> Tuple[int, int]:
+    if len(window_size) != 2:
+        raise ValueError(f"window_size: expected (left, right), got {window_size!r}")
+    return int(window_size[0]), int(window_size[1])
+
+
+def _check_ranks(rank: int, layout: str, **tensors) -> None:
+    for name, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != rank:
+            error = Error(f"{name}: expected {rank} dimensions {layout}, got shape {tuple(t.shape)}")
+            error.status = "invalid_argument"
+            raise error
+
+
+def _prepare(q: Tensor, k: Tensor, v: Tensor, softmax_scale: Optional[float]):
+    head_dim, head_dim_v = q.shape[-1], v.shape[-1]
+    scale = head_dim ** (-0.5) if softmax_scale is None else softmax_scale
+    q, k, v = (_pad_head_dim(_last_dim_contiguous(t)) for t in (q, k, v))
+    return q, k, v, float(scale), head_dim_v
+
+
+def _result(out, lse, probs, head_dim_v, dropout_p, return_attn_probs):
+    if out.shape[-1] != head_dim_v:
+        out = out[..., :head_dim_v]
+    if not return_attn_probs:
+        return out
+    return out, lse, (probs if dropout_p > 0 else None)
+
+
+def flash_attn_func(
+    q,
+    k,
+    v,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """Attention over dense batches: softmax(q k^T * softmax_scale + masks and biases) v, per head.
+
+    dropout_p: probability of dropping (pass 0.0 in evaluation). softmax_scale: default 1 / sqrt(headdim).
+    causal: bottom-right aligned causal mask. window_size: (left, right) sliding window, -1 for unbounded.
+    softcap: > 0 caps the scores as softcap * tanh(scores / softcap). alibi_slopes: (nheads,) or (batch, nheads)
+    float32, adding -slope * |i + seqlen_k - seqlen_q - j| to the score of query i and key j. deterministic: a
+    backward that gives bit-identical results run to run. return_attn_probs: see the module's docstring.
+    Returns out (batch, seqlen_q, nheads, headdim), or (out, softmax_lse, S_dmask) with return_attn_probs.
+    """
+    _check_ranks(4, "(batch, seqlen, nheads, headdim)", q=q, k=k, v=v)
+    q, k, v, scale, head_dim_v = _prepare(q, k, v, softmax_scale)
+    window_left, window_right = _window(window_size)
+    out, lse, probs, _ = _ops.fwd(q, k, v, float(dropout_p), scale, bool(causal), window_left, window_right,
+                                  float(softcap), alibi_slopes, bool(deterministic),
+                                  bool(return_attn_probs and dropout_p > 0))
+    return _result(out, lse, probs, head_dim_v, dropout_p, return_attn_probs)
+
+
+def flash_attn_qkvpacked_func(
+    qkv,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """flash_attn_func with q, k, v packed: qkv (batch, seqlen, 3, nheads, headdim)."""
+    if qkv.dim() != 5 or qkv.shape[2] != 3:
+        raise ValueError(f"qkv: expected shape (batch, seqlen, 3, nheads, headdim), got {tuple(qkv.shape)}")
+    q, k, v = qkv.unbind(dim=2)
+    return flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                           deterministic, return_attn_probs)
+
+
+def flash_attn_kvpacked_func(
+    q,
+    kv,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """flash_attn_func with k, v packed: kv (batch, seqlen_k, 2, nheads_k, headdim)."""
+    if kv.dim() != 5 or kv.shape[2] != 2:
+        raise ValueError(f"kv: expected shape (batch, seqlen_k, 2, nheads_k, headdim), got {tuple(kv.shape)}")
+    k, v = kv.unbind(dim=2)
+    return flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                           deterministic, return_attn_probs)
+
+
+def flash_attn_varlen_func(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+    block_table=None,
+):
+    """Attention over variable-length sequences packed along the first dimension.
+
+    cu_seqlens_q, cu_seqlens_k: int32 (batch + 1), the cumulative sequence lengths, starting at 0.
+    max_seqlen_q, max_seqlen_k: the longest sequence of each. Other arguments as flash_attn_func.
+    Returns out (total_q, nheads, headdim), or (out, softmax_lse, S_dmask) with return_attn_probs.
+    """
+    if block_table is not None:
+        raise NotImplementedError(
+            "flash_attn_varlen_func: block_table (a paged KV cache) is not supported by flashattn's varlen path yet")
+    _check_ranks(3, "(total, nheads, headdim)", q=q, k=k, v=v)
+    _check_ranks(1, "(batch + 1)", cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+    q, k, v, scale, head_dim_v = _prepare(q, k, v, softmax_scale)
+    window_left, window_right = _window(window_size)
+    out, lse, probs, _ = _ops.varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, None, int(max_seqlen_q),
+                                         int(max_seqlen_k), float(dropout_p), scale, bool(causal), window_left,
+                                         window_right, float(softcap), alibi_slopes, bool(deterministic),
+                                         bool(return_attn_probs and dropout_p > 0))
+    return _result(out, lse, probs, head_dim_v, dropout_p, return_attn_probs)
+
+
+def flash_attn_varlen_qkvpacked_func(
+    qkv,
+    cu_seqlens,
+    max_seqlen,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """flash_attn_varlen_func with q, k, v packed: qkv (total, 3, nheads, headdim), one cu_seqlens for all."""
+    if qkv.dim() != 4 or qkv.shape[1] != 3:
+        raise ValueError(f"qkv: expected shape (total, 3, nheads, headdim), got {tuple(qkv.shape)}")
+    q, k, v = qkv.unbind(dim=1)
+    return flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p,
+                                  softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                                  return_attn_probs)
+
+
+def flash_attn_varlen_kvpacked_func(
+    q,
+    kv,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """flash_attn_varlen_func with k, v packed: kv (total_k, 2, nheads_k, headdim)."""
+    if kv.dim() != 4 or kv.shape[1] != 2:
+        raise ValueError(f"kv: expected shape (total_k, 2, nheads_k, headdim), got {tuple(kv.shape)}")
+    k, v = kv.unbind(dim=1)
+    return flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                                  softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                                  return_attn_probs)

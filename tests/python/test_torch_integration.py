@@ -1,0 +1,116 @@
+"""The torch integration: the custom operators pass torch's own checks (schema, fake tensors, autograd
+registration), torch.compile(fullgraph=True) traces through them, and they run on CPU tensors."""
+
+import pytest
+import torch
+
+import flashattn
+from attention_reference import random_inputs
+from flashattn import _ops, flash_attn_func, flash_attn_varlen_func
+
+
+def _sample_dense(dtype=torch.float32, requires_grad=True):
+    torch.manual_seed(0)
+    q, k, v = random_inputs([(2, 9, 4, 16), (2, 13, 2, 16), (2, 13, 2, 16)], dtype, requires_grad=requires_grad)
+    return q, k, v
+
+
+def test_operators_are_registered():
+    for name in ("fwd", "bwd", "varlen_fwd", "varlen_bwd"):
+        assert hasattr(torch.ops.flashattn, name)
+
+
+@pytest.mark.parametrize("dropout_p", [0.0, 0.25])
+def test_opcheck_dense(dropout_p):
+    q, k, v = _sample_dense()
+    args = (q, k, v, dropout_p, 0.25, True, -1, -1, 0.0, None, False, dropout_p > 0)
+    # Dropout draws a fresh seed per call, so outputs differ between calls by design: check the schema, the fake
+    # implementation and the autograd registration, not call-to-call equality.
+    tests = ["test_schema", "test_faketensor", "test_aot_dispatch_static", "test_autograd_registration"]
+    if dropout_p == 0.0:
+        tests.append("test_aot_dispatch_dynamic")
+    torch.library.opcheck(_ops.fwd, args, test_utils=tests)
+    out, lse, _, rng_state = _ops.fwd(*args)
+    dout = torch.randn_like(out)
+    bwd_args = (dout, q.detach(), k.detach(), v.detach(), out.detach(), lse, dropout_p, 0.25, True, -1, -1, 0.0,
+                None, False, rng_state)
+    torch.library.opcheck(_ops.bwd, bwd_args, test_utils=["test_schema", "test_faketensor"])
+
+
+def test_opcheck_varlen():
+    torch.manual_seed(1)
+    cu = torch.tensor([0, 3, 20], dtype=torch.int32)
+    q, k, v = random_inputs([(20, 4, 16), (20, 2, 16), (20, 2, 16)], torch.float32)
+    args = (q, k, v, cu, cu, None, 17, 17, 0.0, 0.25, False, 4, 4, 0.0, None, False, False)
+    torch.library.opcheck(_ops.varlen_fwd, args)
+
+
+def _compiled_matches_eager(fn, backend, inputs):
+    eager_out = fn(*inputs)
+    eager_grads = torch.autograd.grad(eager_out.sum(), inputs)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True, backend=backend)
+    out = compiled(*inputs)
+    grads = torch.autograd.grad(out.sum(), inputs)
+    assert torch.allclose(out, eager_out, atol=1e-6, rtol=0)
+    for g, e in zip(grads, eager_grads):
+        assert torch.allclose(g, e, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph_dense(backend):
+    def attention_block(q, k, v):
+        # Work around the op, so the graph has something besides it.
+        return flash_attn_func(q * 1.5, k, v.relu(), causal=True, window_size=(6, -1), softcap=3.0) * 2.0
+
+    _compiled_matches_eager(attention_block, backend, list(_sample_dense()))
+
+
+def test_torch_compile_fullgraph_varlen_and_head_dim_padding():
+    cu = torch.tensor([0, 5, 12], dtype=torch.int32)
+
+    def attention_block(q, k, v):
+        return flash_attn_varlen_func(q, k, v, cu, cu, 7, 7, causal=True)
+
+    torch.manual_seed(2)
+    inputs = random_inputs([(12, 2, 20), (12, 2, 20), (12, 2, 20)], torch.float32)  # head dim 20: padded to 24
+    _compiled_matches_eager(attention_block, "aot_eager", inputs)
+
+
+def test_torch_compile_fullgraph_with_return_attn_probs_and_dropout():
+    def attention_block(q, k, v):
+        out, lse, s_dmask = flash_attn_func(q, k, v, dropout_p=0.2, return_attn_probs=True)
+        return out, lse, s_dmask
+
+    q, k, v = _sample_dense(requires_grad=False)
+    compiled = torch.compile(attention_block, fullgraph=True, backend="aot_eager")
+    out, lse, s_dmask = compiled(q, k, v)
+    assert out.shape == q.shape and lse.shape == (2, 4, 9) and s_dmask.shape == (2, 4, 9, 13)
+
+
+def test_module_with_flashattn_trains():
+    torch.manual_seed(3)
+
+    class Block(torch.nn.Module):
+        def __init__(self, width=32, nheads=2):
+            super().__init__()
+            self.nheads = nheads
+            self.qkv = torch.nn.Linear(width, 3 * width)
+            self.proj = torch.nn.Linear(width, width)
+
+        def forward(self, x):
+            b, s, w = x.shape
+            qkv = self.qkv(x).view(b, s, 3, self.nheads, w // self.nheads)
+            return self.proj(flashattn.flash_attn_qkvpacked_func(qkv, causal=True).reshape(b, s, w))
+
+    block = Block()
+    optimizer = torch.optim.SGD(block.parameters(), lr=0.1)
+    x, target = torch.randn(2, 11, 32), torch.randn(2, 11, 32)
+    losses = []
+    for _ in range(5):
+        loss = torch.nn.functional.mse_loss(block(x), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
