@@ -4,7 +4,10 @@
 # summary is printed last.
 #   FLASHATTN_CUDA_ARCHS   GPU targets to build (default: this GPU's, e.g. 90a on an H100)
 #   FLASHATTN_BENCH_ARGS   extra arguments for bench/bench_sweep.py (e.g. "--quick")
-#   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1   skip those steps
+#   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1 / FLASHATTN_SKIP_PYTHON=1   skip those steps
+# The Python package is installed with pip (no build isolation: the machine may be offline, so scikit-build-core and
+# nanobind must be installed) into a folder of its own, and its tests and benchmark run against that installation
+# under the machine's torch.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}
@@ -42,7 +45,7 @@ fi
 # ---- build ---------------------------------------------------------------------------------------------------------
 t0=$(date +%s)
 if cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA_ARCHS="$FLASHATTN_CUDA_ARCHS" \
-     "${gtest_args[@]}" > "$out/build.log" 2>&1 &&
+     -DFLASHATTN_BUILD_PYTHON=OFF "${gtest_args[@]}" > "$out/build.log" 2>&1 &&
    cmake --build "$build" -j "$jobs" >> "$out/build.log" 2>&1; then
   note "build: ok in $(( $(date +%s) - t0 )) s (archs $FLASHATTN_CUDA_ARCHS, $jobs jobs)"
 else
@@ -59,6 +62,31 @@ test_rc=$?
 note "tests: $(grep -E 'tests passed|tests failed' "$out/test.log" | tail -1) in $(( $(date +%s) - t0 )) s (rc $test_rc)"
 grep -E '^\s+[0-9]+ - .*(Failed|Not Run|Timeout)' "$out/test.log" | head -40 | tee -a "$summary"
 note "skipped: $(grep -c 'Skipped' "$out/test.log" || true)"
+
+# ---- the Python package, installed as a user installs it -----------------------------------------------------------
+py_rc=0
+if [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1 ]; then
+  site=${FLASHATTN_PY_SITE:-/tmp/flashattn-site}
+  rm -rf "$site"
+  t0=$(date +%s)
+  if FLASHATTN_CUDA_ARCHS="$FLASHATTN_CUDA_ARCHS" CMAKE_BUILD_PARALLEL_LEVEL=$jobs python3 -m pip install -v \
+       --no-build-isolation --no-deps --target "$site" "$root" > "$out/pip_install.log" 2>&1; then
+    note "python: pip install ok in $(( $(date +%s) - t0 )) s"
+    # From outside the source tree, so that the installed package is imported.
+    (cd /tmp && PYTHONPATH="$site" python3 -m flashattn doctor > "$out/doctor.txt" 2>&1)
+    note "python: doctor rc $? ($(grep -c '^  [0-9]*\. ' "$out/doctor.txt" || true) problems)"
+    t0=$(date +%s)
+    (cd /tmp && PYTHONPATH="$site" python3 -m pytest "$root/tests/python" -q -p no:cacheprovider --rootdir "$root" \
+       > "$out/pytest.log" 2>&1)
+    py_rc=$?
+    note "python: pytest $(tail -1 "$out/pytest.log") (rc $py_rc, $(( $(date +%s) - t0 )) s)"
+    grep -E '^(FAILED|ERROR)' "$out/pytest.log" | head -30 | tee -a "$summary"
+  else
+    py_rc=1
+    note "python: pip install FAILED after $(( $(date +%s) - t0 )) s; the end of pip_install.log:"
+    tail -30 "$out/pip_install.log"
+  fi
+fi
 
 # ---- memcheck on a reduced set -------------------------------------------------------------------------------------
 if [ "${FLASHATTN_SKIP_MEMCHECK:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
@@ -80,4 +108,5 @@ fi
 
 echo "==== summary"
 cat "$summary"
+[ "$test_rc" -eq 0 ] && exit $py_rc
 exit $test_rc
