@@ -49,6 +49,29 @@ def _draw_rng_state(dropout_p: float) -> Tensor:
     return torch.tensor([seed, 0], dtype=torch.int64)
 
 
+def _rng_state_like() -> Tensor:
+    return torch.empty(2, dtype=torch.int64, device="cpu")
+
+
+def _dense_outputs(q: Tensor, k: Tensor, v: Tensor, return_probs: bool):
+    """The forward's (out, softmax_lse, attn_probs), allocated: the operator's and its fake's."""
+    batch, seqlen_q, nheads, _ = q.shape
+    out = q.new_empty(batch, seqlen_q, nheads, v.shape[-1])
+    lse = q.new_empty(batch, nheads, seqlen_q, dtype=torch.float32)
+    probs = q.new_empty((batch, nheads, seqlen_q, k.shape[1]) if return_probs else (0,), dtype=torch.float32)
+    return out, lse, probs
+
+
+def _varlen_outputs(q: Tensor, v: Tensor, cu_seqlens_q: Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                    return_probs: bool):
+    total_q, nheads, _ = q.shape
+    batch = cu_seqlens_q.shape[0] - 1
+    out = q.new_empty(total_q, nheads, v.shape[-1])
+    lse = q.new_empty(nheads, total_q, dtype=torch.float32)
+    probs = q.new_empty((batch, nheads, max_seqlen_q, max_seqlen_k) if return_probs else (0,), dtype=torch.float32)
+    return out, lse, probs
+
+
 def _seed_offset(rng_state: Tensor) -> Tuple[int, int]:
     seed, offset = (int(x) for x in rng_state.tolist())
     return seed, offset
@@ -76,10 +99,7 @@ def fwd(
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """Returns (out, softmax_lse, attn_probs, rng_state); attn_probs is empty unless return_probs.
     `deterministic` is the backward's option, carried here so that autograd can pass it on."""
-    batch, seqlen_q, nheads, _ = q.shape
-    out = q.new_empty(batch, seqlen_q, nheads, v.shape[-1])
-    lse = q.new_empty(batch, nheads, seqlen_q, dtype=torch.float32)
-    probs = q.new_empty((batch, nheads, seqlen_q, k.shape[1]) if return_probs else (0,), dtype=torch.float32)
+    out, lse, probs = _dense_outputs(q, k, v, return_probs)
     rng_state = _draw_rng_state(dropout_p)
     seed, offset = _seed_offset(rng_state)
     _C.forward(_d(q), _d(k), _d(v), out, lse, probs if return_probs else None, softmax_scale, causal, window_left,
@@ -90,11 +110,7 @@ def fwd(
 @fwd.register_fake
 def _(q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic,
       return_probs):
-    batch, seqlen_q, nheads, _ = q.shape
-    out = q.new_empty(batch, seqlen_q, nheads, v.shape[-1])
-    lse = q.new_empty(batch, nheads, seqlen_q, dtype=torch.float32)
-    probs = q.new_empty((batch, nheads, seqlen_q, k.shape[1]) if return_probs else (0,), dtype=torch.float32)
-    return out, lse, probs, torch.empty(2, dtype=torch.int64, device="cpu")
+    return (*_dense_outputs(q, k, v, return_probs), _rng_state_like())
 
 
 @torch.library.custom_op("flashattn::bwd", mutates_args=())
@@ -176,11 +192,7 @@ def varlen_fwd(
     return_probs: bool,
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """Returns (out, softmax_lse (nheads, total_q), attn_probs, rng_state)."""
-    total_q, nheads, _ = q.shape
-    batch = cu_seqlens_q.shape[0] - 1
-    out = q.new_empty(total_q, nheads, v.shape[-1])
-    lse = q.new_empty(nheads, total_q, dtype=torch.float32)
-    probs = q.new_empty((batch, nheads, max_seqlen_q, max_seqlen_k) if return_probs else (0,), dtype=torch.float32)
+    out, lse, probs = _varlen_outputs(q, v, cu_seqlens_q, max_seqlen_q, max_seqlen_k, return_probs)
     rng_state = _draw_rng_state(dropout_p)
     seed, offset = _seed_offset(rng_state)
     _C.varlen_forward(_d(q), _d(k), _d(v), _d(cu_seqlens_q), _d(cu_seqlens_k), _d(seqused_k), max_seqlen_q,
@@ -193,12 +205,7 @@ def varlen_fwd(
 @varlen_fwd.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
       window_left, window_right, softcap, alibi_slopes, deterministic, return_probs):
-    total_q, nheads, _ = q.shape
-    batch = cu_seqlens_q.shape[0] - 1
-    out = q.new_empty(total_q, nheads, v.shape[-1])
-    lse = q.new_empty(nheads, total_q, dtype=torch.float32)
-    probs = q.new_empty((batch, nheads, max_seqlen_q, max_seqlen_k) if return_probs else (0,), dtype=torch.float32)
-    return out, lse, probs, torch.empty(2, dtype=torch.int64, device="cpu")
+    return (*_varlen_outputs(q, v, cu_seqlens_q, max_seqlen_q, max_seqlen_k, return_probs), _rng_state_like())
 
 
 @torch.library.custom_op("flashattn::varlen_bwd", mutates_args=())

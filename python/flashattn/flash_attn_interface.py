@@ -21,7 +21,6 @@ bfloat16) its GPU kernels. flashattn.Error (a RuntimeError) names the argument a
 
 from typing import Optional, Tuple
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 

@@ -119,17 +119,52 @@ void run(Args& args, uintptr_t stream, const nb::object& alloc, Op op) {
     op(args);
 }
 
-void forward(Array q, Array k, Array v, MutArray out, std::optional<MutArray> softmax_lse,
-             std::optional<MutArray> attn_probs, float softmax_scale, bool causal, int32_t window_left,
-             int32_t window_right, float softcap, OptArray alibi_slopes, float dropout_p, uint64_t seed,
-             uint64_t offset, uintptr_t stream, nb::object alloc) {
-    flashattn::ForwardArgs a;
+// The tensors every forward has, dense or varlen.
+template <class Args>
+void set_forward_tensors(Args& a, const Array& q, const Array& k, const Array& v, const MutArray& out,
+                         const std::optional<MutArray>& softmax_lse, const std::optional<MutArray>& attn_probs) {
     a.q = view_of(q, "q");
     a.k = view_of(k, "k");
     a.v = view_of(v, "v");
     a.out = view_of(out, "out");
     if (softmax_lse) a.softmax_lse = view_of(*softmax_lse, "softmax_lse");
     if (attn_probs) a.attn_probs = view_of(*attn_probs, "attn_probs");
+}
+
+// The tensors every backward has, dense or varlen.
+template <class Args>
+void set_backward_tensors(Args& a, const Array& dout, const Array& q, const Array& k, const Array& v,
+                          const Array& out, const Array& softmax_lse, const MutArray& dq, const MutArray& dk,
+                          const MutArray& dv, const std::optional<MutArray>& softmax_d) {
+    a.dout = view_of(dout, "dout");
+    a.q = view_of(q, "q");
+    a.k = view_of(k, "k");
+    a.v = view_of(v, "v");
+    a.out = view_of(out, "out");
+    a.softmax_lse = view_of(softmax_lse, "softmax_lse");
+    a.dq = view_of(dq, "dq");
+    a.dk = view_of(dk, "dk");
+    a.dv = view_of(dv, "dv");
+    if (softmax_d) a.softmax_d = view_of(*softmax_d, "softmax_d");
+}
+
+// What a varlen call adds: where each sequence starts and the longest lengths.
+template <class Args>
+void set_sequences(Args& a, const Array& cu_seqlens_q, const Array& cu_seqlens_k, const OptArray& seqused_k,
+                   int64_t max_seqlen_q, int64_t max_seqlen_k) {
+    a.cu_seqlens_q = view_of(cu_seqlens_q, "cu_seqlens_q");
+    a.cu_seqlens_k = view_of(cu_seqlens_k, "cu_seqlens_k");
+    a.seqused_k = optional_view(seqused_k, "seqused_k");
+    a.max_seqlen_q = max_seqlen_q;
+    a.max_seqlen_k = max_seqlen_k;
+}
+
+void forward(Array q, Array k, Array v, MutArray out, std::optional<MutArray> softmax_lse,
+             std::optional<MutArray> attn_probs, float softmax_scale, bool causal, int32_t window_left,
+             int32_t window_right, float softcap, OptArray alibi_slopes, float dropout_p, uint64_t seed,
+             uint64_t offset, uintptr_t stream, nb::object alloc) {
+    flashattn::ForwardArgs a;
+    set_forward_tensors(a, q, k, v, out, softmax_lse, attn_probs);
     a.options = options_of(softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, dropout_p, seed,
                            offset, false);
     run(a, stream, alloc, [](const auto& args) { flashattn::forward(args); });
@@ -141,17 +176,8 @@ void varlen_forward(Array q, Array k, Array v, Array cu_seqlens_q, Array cu_seql
                     int32_t window_right, float softcap, OptArray alibi_slopes, float dropout_p, uint64_t seed,
                     uint64_t offset, uintptr_t stream, nb::object alloc) {
     flashattn::VarlenForwardArgs a;
-    a.q = view_of(q, "q");
-    a.k = view_of(k, "k");
-    a.v = view_of(v, "v");
-    a.cu_seqlens_q = view_of(cu_seqlens_q, "cu_seqlens_q");
-    a.cu_seqlens_k = view_of(cu_seqlens_k, "cu_seqlens_k");
-    a.seqused_k = optional_view(seqused_k, "seqused_k");
-    a.max_seqlen_q = max_seqlen_q;
-    a.max_seqlen_k = max_seqlen_k;
-    a.out = view_of(out, "out");
-    if (softmax_lse) a.softmax_lse = view_of(*softmax_lse, "softmax_lse");
-    if (attn_probs) a.attn_probs = view_of(*attn_probs, "attn_probs");
+    set_forward_tensors(a, q, k, v, out, softmax_lse, attn_probs);
+    set_sequences(a, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k);
     a.options = options_of(softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, dropout_p, seed,
                            offset, false);
     run(a, stream, alloc, [](const auto& args) { flashattn::varlen_forward(args); });
@@ -162,16 +188,7 @@ void backward(Array dout, Array q, Array k, Array v, Array out, Array softmax_ls
               int32_t window_right, float softcap, OptArray alibi_slopes, float dropout_p, uint64_t seed,
               uint64_t offset, bool deterministic, uintptr_t stream, nb::object alloc) {
     flashattn::BackwardArgs a;
-    a.dout = view_of(dout, "dout");
-    a.q = view_of(q, "q");
-    a.k = view_of(k, "k");
-    a.v = view_of(v, "v");
-    a.out = view_of(out, "out");
-    a.softmax_lse = view_of(softmax_lse, "softmax_lse");
-    a.dq = view_of(dq, "dq");
-    a.dk = view_of(dk, "dk");
-    a.dv = view_of(dv, "dv");
-    if (softmax_d) a.softmax_d = view_of(*softmax_d, "softmax_d");
+    set_backward_tensors(a, dout, q, k, v, out, softmax_lse, dq, dk, dv, softmax_d);
     a.options = options_of(softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, dropout_p, seed,
                            offset, deterministic);
     run(a, stream, alloc, [](const auto& args) { flashattn::backward(args); });
@@ -184,21 +201,8 @@ void varlen_backward(Array dout, Array q, Array k, Array v, Array out, Array sof
                      float dropout_p, uint64_t seed, uint64_t offset, bool deterministic, uintptr_t stream,
                      nb::object alloc) {
     flashattn::VarlenBackwardArgs a;
-    a.dout = view_of(dout, "dout");
-    a.q = view_of(q, "q");
-    a.k = view_of(k, "k");
-    a.v = view_of(v, "v");
-    a.out = view_of(out, "out");
-    a.softmax_lse = view_of(softmax_lse, "softmax_lse");
-    a.cu_seqlens_q = view_of(cu_seqlens_q, "cu_seqlens_q");
-    a.cu_seqlens_k = view_of(cu_seqlens_k, "cu_seqlens_k");
-    a.seqused_k = optional_view(seqused_k, "seqused_k");
-    a.max_seqlen_q = max_seqlen_q;
-    a.max_seqlen_k = max_seqlen_k;
-    a.dq = view_of(dq, "dq");
-    a.dk = view_of(dk, "dk");
-    a.dv = view_of(dv, "dv");
-    if (softmax_d) a.softmax_d = view_of(*softmax_d, "softmax_d");
+    set_backward_tensors(a, dout, q, k, v, out, softmax_lse, dq, dk, dv, softmax_d);
+    set_sequences(a, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k);
     a.options = options_of(softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, dropout_p, seed,
                            offset, deterministic);
     run(a, stream, alloc, [](const auto& args) { flashattn::varlen_backward(args); });

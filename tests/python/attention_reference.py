@@ -122,3 +122,12 @@ def alibi_for(nheads: int, batch: Optional[int] = None) -> Tensor:
     """ALiBi slopes as their paper defines them (2^(-8 i / nheads)), per head or per (batch, head)."""
     slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / nheads) for i in range(nheads)], dtype=torch.float32)
     return slopes if batch is None else slopes.repeat(batch, 1) * torch.linspace(0.5, 1.5, batch).view(-1, 1)
+
+
+def assert_backward_deterministic(out: Tensor, inputs: Sequence[Tensor]) -> None:
+    """Two backward passes through `out` give bit-identical gradients."""
+    dout = torch.randn_like(out)
+    first = torch.autograd.grad(out, inputs, dout, retain_graph=True)
+    second = torch.autograd.grad(out, inputs, dout)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)

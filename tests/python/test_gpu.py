@@ -8,6 +8,7 @@ import torch
 import flashattn
 from attention_reference import (
     alibi_for,
+    assert_backward_deterministic,
     assert_close_by_rule,
     attention_ref,
     kept,
@@ -118,12 +119,7 @@ def test_dropout_gradients():
 def test_deterministic_backward_bit_identical():
     torch.manual_seed(14)
     q, k, v = random_inputs([(2, 700, 8, 128), (2, 700, 2, 128), (2, 700, 2, 128)], torch.bfloat16, device=DEVICE)
-    out = flash_attn_func(q, k, v, causal=True, deterministic=True)
-    dout = torch.randn_like(out)
-    first = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-    second = torch.autograd.grad(out, (q, k, v), dout)
-    for a, b in zip(first, second):
-        assert torch.equal(a, b)
+    assert_backward_deterministic(flash_attn_func(q, k, v, causal=True, deterministic=True), (q, k, v))
 
 
 def test_torch_compile_fullgraph_inductor():
