@@ -3,7 +3,7 @@
 # memcheck on a reduced GPU set, and the benchmark. Logs and the results JSON go to $OUT (default ./out); a short
 # summary is printed last.
 #   FLASHATTN_CUDA_ARCHS   GPU targets to build (default: this GPU's, e.g. 90a on an H100)
-#   FLASHATTN_BENCH_ARGS   extra arguments for bench/bench_sweep.py (e.g. "--quick")
+#   FLASHATTN_BENCH_ARGS   extra arguments for bench/bench_sweep.py and bench/bench_python.py (e.g. "--quick")
 #   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1 / FLASHATTN_SKIP_PYTHON=1   skip those steps
 # The Python package is installed with pip (no build isolation: the machine may be offline, so scikit-build-core and
 # nanobind must be installed) into a folder of its own, and its tests and benchmark run against that installation
@@ -104,6 +104,14 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ]; then
     ${FLASHATTN_BENCH_ARGS:-} > "$out/bench.log" 2>&1
   note "bench: rc $? in $(( $(date +%s) - t0 )) s"
   tail -60 "$out/bench.log"
+fi
+# The Python API's benchmark (the installed package, autograd and allocation included), with its plot.
+if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1 ] && [ "$py_rc" -eq 0 ]; then
+  t0=$(date +%s)
+  (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_python.py" --out "$out" ${FLASHATTN_BENCH_ARGS:-} \
+     > "$out/bench_python.log" 2>&1)
+  note "bench_python: rc $? in $(( $(date +%s) - t0 )) s"
+  tail -8 "$out/bench_python.log"
 fi
 
 echo "==== summary"
