@@ -2,7 +2,7 @@
 
 The functions of flash_attn 2.x, with the same names, arguments, defaults and return values::
 
-    from flashattn import flash_attn_func, flash_attn_varlen_func
+    from flashattn import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
 
 They need torch (any version with torch.library.custom_op: 2.4 or newer); the compiled extension does not link
 torch, so upgrading torch never breaks it. CPU tensors run the exact reference implementation. A diagnosis of the
@@ -29,6 +29,7 @@ _API = (
     "flash_attn_varlen_func",
     "flash_attn_varlen_qkvpacked_func",
     "flash_attn_varlen_kvpacked_func",
+    "flash_attn_with_kvcache",
 )
 
 __all__ = ["Error", "__version__", *_API]

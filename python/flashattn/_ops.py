@@ -265,3 +265,55 @@ def _varlen_fwd_backward(ctx, dout, dlse, dprobs, drng_state):
 
 
 varlen_fwd.register_autograd(_varlen_fwd_backward, setup_context=_varlen_fwd_setup_context)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# KV cache (inference): q (batch, seqlen_q, nheads, d) against k_cache / v_cache, dense or paged, appending k, v in
+# place. Forward only, as flash_attn's.
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("flashattn::kvcache_fwd", mutates_args=("k_cache", "v_cache"))
+def kvcache_fwd(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    k: Optional[Tensor],
+    v: Optional[Tensor],
+    rotary_cos: Optional[Tensor],
+    rotary_sin: Optional[Tensor],
+    rotary_interleaved: bool,
+    cache_seqlens: Optional[Tensor],
+    cache_seqlen: int,
+    cache_batch_idx: Optional[Tensor],
+    cache_leftpad: Optional[Tensor],
+    block_table: Optional[Tensor],
+    num_splits: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    alibi_slopes: Optional[Tensor],
+) -> Tuple[Tensor, Tensor]:
+    """Returns (out, softmax_lse); writes k and v (rotated) into the caches at cache_seqlens."""
+    out, lse = _kvcache_outputs(q, v_cache)
+    _C.kvcache_forward(_d(q), k_cache, v_cache, _d(k), _d(v), _d(rotary_cos), _d(rotary_sin), rotary_interleaved,
+                       _d(cache_seqlens), cache_seqlen, _d(cache_batch_idx), _d(cache_leftpad), _d(block_table),
+                       num_splits, out, lse, softmax_scale, causal, window_left, window_right, softcap,
+                       _d(alibi_slopes), _stream_of(q), _allocator_for(q))
+    return out, lse
+
+
+@kvcache_fwd.register_fake
+def _(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, rotary_interleaved, cache_seqlens, cache_seqlen,
+      cache_batch_idx, cache_leftpad, block_table, num_splits, softmax_scale, causal, window_left, window_right,
+      softcap, alibi_slopes):
+    return _kvcache_outputs(q, v_cache)
+
+
+def _kvcache_outputs(q: Tensor, v_cache: Tensor):
+    batch, seqlen_q, nheads, _ = q.shape
+    out = q.new_empty(batch, seqlen_q, nheads, v_cache.shape[-1])
+    lse = q.new_empty(batch, nheads, seqlen_q, dtype=torch.float32)
+    return out, lse

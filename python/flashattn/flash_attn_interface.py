@@ -223,3 +223,53 @@ def flash_attn_varlen_kvpacked_func(
     return flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                                   softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                                   return_attn_probs)
+
+
+def flash_attn_with_kvcache(
+    q,
+    k_cache,
+    v_cache,
+    k=None,
+    v=None,
+    rotary_cos=None,
+    rotary_sin=None,
+    cache_seqlens=None,
+    cache_batch_idx=None,
+    cache_leftpad=None,
+    block_table=None,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    rotary_interleaved=True,
+    alibi_slopes=None,
+    num_splits=0,
+    return_softmax_lse=False,
+):
+    """Attention of q against a KV cache, for inference; k and v, when given, are first written into the cache in
+    place at positions cache_seqlens (rotated by rotary_cos / rotary_sin when given) and attended to.
+
+    q (batch, seqlen_q, nheads, headdim). k_cache, v_cache: dense (batch_cache, seqlen_cache, nheads_k, headdim),
+    or paged (num_blocks, page_size, nheads_k, headdim) with block_table (batch, max_blocks_per_seq) int32; any
+    page_size that is a multiple of 16. k, v (batch, seqlen_new, nheads_k, headdim). rotary_cos, rotary_sin
+    (seqlen_ro, rotary_dim / 2): k rotates at positions cache_seqlens + j, q at cache_seqlens + i when causal or
+    windowed, else at cache_seqlens. cache_seqlens: an int or int32 (batch,) tensor, the keys already cached.
+    cache_batch_idx: int32 (batch,), the cache entry of each sequence (dense caches). cache_leftpad: int32 (batch,),
+    the first valid cache position. num_splits: 0 lets flashattn choose how to split long caches.
+    Returns out (batch, seqlen_q, nheads, headdim), or (out, softmax_lse) with return_softmax_lse.
+    """
+    _check_ranks(4, "(batch, seqlen, nheads, headdim)", q=q, k_cache=k_cache, v_cache=v_cache)
+    if (k is None) != (v is None):
+        raise ValueError("k, v: give both (to append to the cache) or neither")
+    q = _last_dim_contiguous(q)
+    k, v = (None if t is None else _last_dim_contiguous(t) for t in (k, v))
+    scale = q.shape[-1] ** (-0.5) if softmax_scale is None else softmax_scale
+    if cache_seqlens is None or isinstance(cache_seqlens, Tensor):
+        seqlens_tensor, seqlen = cache_seqlens, -1
+    else:
+        seqlens_tensor, seqlen = None, int(cache_seqlens)
+    window_left, window_right = _window(window_size)
+    out, lse = _ops.kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, bool(rotary_interleaved),
+                                seqlens_tensor, seqlen, cache_batch_idx, cache_leftpad, block_table, int(num_splits),
+                                float(scale), bool(causal), window_left, window_right, float(softcap), alibi_slopes)
+    return (out, lse) if return_softmax_lse else out

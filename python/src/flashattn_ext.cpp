@@ -208,6 +208,33 @@ void varlen_backward(Array dout, Array q, Array k, Array v, Array out, Array sof
     run(a, stream, alloc, [](const auto& args) { flashattn::varlen_backward(args); });
 }
 
+void kvcache_forward(Array q, MutArray k_cache, MutArray v_cache, OptArray k, OptArray v, OptArray rotary_cos,
+                     OptArray rotary_sin, bool rotary_interleaved, OptArray cache_seqlens, int64_t cache_seqlen,
+                     OptArray cache_batch_idx, OptArray cache_leftpad, OptArray block_table, int32_t num_splits,
+                     MutArray out, std::optional<MutArray> softmax_lse, float softmax_scale, bool causal,
+                     int32_t window_left, int32_t window_right, float softcap, OptArray alibi_slopes, uintptr_t stream,
+                     nb::object alloc) {
+    flashattn::KvCacheArgs a;
+    a.q = view_of(q, "q");
+    a.k_cache = view_of(k_cache, "k_cache");
+    a.v_cache = view_of(v_cache, "v_cache");
+    a.k = optional_view(k, "k");
+    a.v = optional_view(v, "v");
+    a.rotary_cos = optional_view(rotary_cos, "rotary_cos");
+    a.rotary_sin = optional_view(rotary_sin, "rotary_sin");
+    a.rotary_interleaved = rotary_interleaved;
+    a.cache_seqlens = optional_view(cache_seqlens, "cache_seqlens");
+    a.cache_seqlen = cache_seqlen;
+    a.cache_batch_idx = optional_view(cache_batch_idx, "cache_batch_idx");
+    a.cache_leftpad = optional_view(cache_leftpad, "cache_leftpad");
+    a.block_table = optional_view(block_table, "block_table");
+    a.num_splits = num_splits;
+    a.out = view_of(out, "out");
+    if (softmax_lse) a.softmax_lse = view_of(*softmax_lse, "softmax_lse");
+    a.options = options_of(softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, 0.0f, 0, 0, false);
+    run(a, stream, alloc, [](const auto& args) { flashattn::kvcache_forward(args); });
+}
+
 // The C++ API names option fields "options.window_left" and so on; the Python functions take them as arguments
 // of flash_attn's names, which the messages then use.
 std::string python_names(std::string message) {
@@ -302,4 +329,10 @@ NB_MODULE(_C, m) {
           "dk"_a, "dv"_a, "softmax_d"_a.none(), "softmax_scale"_a, "causal"_a, "window_left"_a, "window_right"_a,
           "softcap"_a, "alibi_slopes"_a.none(), "dropout_p"_a, "seed"_a, "offset"_a, "deterministic"_a, "stream"_a,
           "alloc"_a.none(), "Variable-length attention backward.");
+    m.def("kvcache_forward", &kvcache_forward, "q"_a, "k_cache"_a, "v_cache"_a, "k"_a.none(), "v"_a.none(),
+          "rotary_cos"_a.none(), "rotary_sin"_a.none(), "rotary_interleaved"_a, "cache_seqlens"_a.none(),
+          "cache_seqlen"_a, "cache_batch_idx"_a.none(), "cache_leftpad"_a.none(), "block_table"_a.none(),
+          "num_splits"_a, "out"_a, "softmax_lse"_a.none(), "softmax_scale"_a, "causal"_a, "window_left"_a,
+          "window_right"_a, "softcap"_a, "alibi_slopes"_a.none(), "stream"_a, "alloc"_a.none(),
+          "Attention against a KV cache, appending k and v (rotated when rotary_cos/sin are given) in place.");
 }

@@ -1,0 +1,210 @@
+"""flash_attn_with_kvcache against a straightforward torch implementation: dense and paged caches, appending in
+place (across page boundaries), rotary in both styles, cache_batch_idx, left padding, masks, GQA. CPU tensors here;
+the same on a GPU where there is one and flashattn has a kv-cache kernel for it."""
+
+import pytest
+import torch
+
+import flashattn
+from attention_reference import alibi_for, assert_close_by_rule, attention_ref
+from flashattn import flash_attn_with_kvcache
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def rotate(x, cos, sin, positions, interleaved):
+    """Rotary embedding of x (seqlen, nheads, d) at `positions` (seqlen,), in float64, rounded to x's dtype."""
+    half = cos.shape[-1]
+    c = cos.double()[positions].unsqueeze(1)  # (seqlen, 1, half)
+    s = sin.double()[positions].unsqueeze(1)
+    y = x.double().clone()
+    if interleaved:
+        x0, x1 = y[..., 0 : 2 * half : 2].clone(), y[..., 1 : 2 * half : 2].clone()
+        y[..., 0 : 2 * half : 2], y[..., 1 : 2 * half : 2] = x0 * c - x1 * s, x0 * s + x1 * c
+    else:
+        x0, x1 = y[..., :half].clone(), y[..., half : 2 * half].clone()
+        y[..., :half], y[..., half : 2 * half] = x0 * c - x1 * s, x0 * s + x1 * c
+    return y.to(x.dtype)
+
+
+def cache_rows(cache, b, block_table, batch_idx):
+    """Sequence b's logical cache rows (seqlen, nheads_k, d) as a view list of (tensor, row) addresses."""
+    if block_table is None:
+        entry = batch_idx[b] if batch_idx is not None else b
+        return [(cache[entry], r) for r in range(cache.shape[1])]
+    page = cache.shape[1]
+    return [(cache[block_table[b, r // page]], r % page) for r in range(block_table.shape[1] * page)]
+
+
+def kvcache_ref(q, k_cache, v_cache, k, v, *, cache_seqlens, rotary=None, interleaved=True, batch_idx=None,
+                leftpad=None, block_table=None, causal=False, dtype=torch.float64, **options):
+    """(out, lse, k_cache', v_cache') computed plainly: appends, rotates, gathers, then attention_ref."""
+    k_cache, v_cache = k_cache.clone(), v_cache.clone()
+    outs, lses = [], []
+    windowed = causal or tuple(options.get("window_size", (-1, -1))) != (-1, -1)
+    for b in range(q.shape[0]):
+        length = cache_seqlens[b]
+        first = leftpad[b] if leftpad is not None else 0
+        k_rows = cache_rows(k_cache, b, block_table, batch_idx)
+        v_rows = cache_rows(v_cache, b, block_table, batch_idx)
+        qb = q[b]
+        if k is not None:
+            new_k = k[b]
+            if rotary is not None:
+                new_k = rotate(new_k, *rotary, torch.arange(length, length + k.shape[1]), interleaved)
+            for t in range(k.shape[1]):
+                tensor, row = k_rows[length + t]
+                tensor[row] = new_k[t]
+                tensor, row = v_rows[length + t]
+                tensor[row] = v[b, t]
+        end = length + (k.shape[1] if k is not None else 0)
+        if rotary is not None:
+            positions = torch.arange(length, length + q.shape[1]) if windowed else torch.full((q.shape[1],), length)
+            qb = rotate(qb, *rotary, positions, interleaved)
+        keys = torch.stack([t[r] for t, r in k_rows[first:end]]) if end > first else k_cache.new_empty(
+            0, *k_cache.shape[2:])
+        values = torch.stack([t[r] for t, r in v_rows[first:end]]) if end > first else v_cache.new_empty(
+            0, *v_cache.shape[2:])
+        slopes = options.get("alibi_slopes")
+        opts = dict(options, alibi_slopes=slopes[b] if slopes is not None and slopes.dim() == 2 else slopes)
+        out, lse = attention_ref(qb[None], keys[None], values[None], causal=causal, dtype=dtype, **opts)
+        outs.append(out[0])
+        lses.append(lse[0])
+    return torch.stack(outs), torch.stack(lses), k_cache, v_cache
+
+
+def rotary_tables(seqlen_ro, rotary_dim, dtype):
+    angles = torch.arange(seqlen_ro, dtype=torch.float64).view(-1, 1) * torch.rand(rotary_dim // 2,
+                                                                                   dtype=torch.float64)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def check(device, dtype, *, batch=3, seqlen_q=1, nheads=8, nheads_k=2, head_dim=64, seqlen_cache=100,
+          seqlen_new=1, page_size=None, rotary_dim=0, interleaved=True, batch_cache=None, permute=False,
+          use_leftpad=False, int_seqlens=False, **options):
+    gen = torch.Generator().manual_seed(batch * 100 + seqlen_q * 10 + seqlen_new)
+    randn = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float32).to(dtype)
+    q = randn(batch, seqlen_q, nheads, head_dim)
+    k = randn(batch, seqlen_new, nheads_k, head_dim) if seqlen_new else None
+    v = randn(batch, seqlen_new, nheads_k, head_dim) if seqlen_new else None
+    if int_seqlens:
+        lengths = [seqlen_cache - seqlen_new - 3] * batch
+    else:
+        lengths = torch.randint(0, seqlen_cache - seqlen_new + 1, (batch,), generator=gen).tolist()
+    leftpad = [min(torch.randint(0, 8, (), generator=gen).item(), n) for n in lengths] if use_leftpad else None
+    block_table = batch_idx = None
+    if page_size:
+        pages_per_seq = -(-seqlen_cache // page_size)
+        num_blocks = batch * pages_per_seq + 2
+        k_cache, v_cache = randn(num_blocks, page_size, nheads_k, head_dim), randn(num_blocks, page_size, nheads_k,
+                                                                                 head_dim)
+        block_table = torch.randperm(num_blocks, generator=gen)[: batch * pages_per_seq].view(batch, -1).to(
+            torch.int32)
+    else:
+        entries = batch_cache or batch
+        k_cache, v_cache = randn(entries, seqlen_cache, nheads_k, head_dim), randn(entries, seqlen_cache, nheads_k,
+                                                                                 head_dim)
+        if permute:
+            batch_idx = torch.randperm(entries, generator=gen)[:batch].to(torch.int32)
+    rotary = rotary_tables(seqlen_cache + seqlen_q, rotary_dim, dtype) if rotary_dim else None
+    if options.get("alibi_slopes") == "per_batch_head":
+        options["alibi_slopes"] = alibi_for(nheads, batch)
+
+    want_out, want_lse, want_k, want_v = kvcache_ref(
+        q, k_cache, v_cache, k, v, cache_seqlens=lengths, rotary=rotary, interleaved=interleaved,
+        batch_idx=batch_idx, leftpad=leftpad, block_table=block_table, **options)
+    same_out, _, _, _ = kvcache_ref(
+        q, k_cache, v_cache, k, v, cache_seqlens=lengths, rotary=rotary, interleaved=interleaved,
+        batch_idx=batch_idx, leftpad=leftpad, block_table=block_table, dtype=dtype, **options)
+
+    to = lambda t: None if t is None else t.to(device)
+    k_dev, v_dev = to(k_cache), to(v_cache)
+    try:
+        out, lse = flash_attn_with_kvcache(
+            to(q), k_dev, v_dev, to(k), to(v), rotary_cos=to(rotary[0]) if rotary else None,
+            rotary_sin=to(rotary[1]) if rotary else None,
+            cache_seqlens=lengths[0] if int_seqlens else to(torch.tensor(lengths, dtype=torch.int32)),
+            cache_batch_idx=to(batch_idx),
+            cache_leftpad=to(torch.tensor(leftpad, dtype=torch.int32)) if leftpad else None,
+            block_table=to(block_table), rotary_interleaved=interleaved, return_softmax_lse=True,
+            **{key: to(val) if isinstance(val, torch.Tensor) else val for key, val in options.items()})
+    except flashattn.Error as err:
+        if device == "cuda" and err.status == "unsupported":
+            pytest.skip(f"this build has no GPU kv-cache kernel: {err}")
+        raise
+    assert_close_by_rule(out.cpu(), want_out, same_out, "out")
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse.cpu()), finite)
+    assert (lse.cpu()[finite].double() - want_lse[finite]).abs().max().item() < 1e-3
+    # The caches: the appended rows as the reference wrote them, every other row untouched.
+    assert torch.equal(k_dev.cpu(), want_k)
+    assert torch.equal(v_dev.cpu(), want_v)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_dense_append_rotary_interleaved_causal(device, dtype):
+    check(device, dtype, seqlen_q=4, seqlen_new=4, rotary_dim=64, interleaved=True, causal=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("page_size", [16, 48, 256])
+def test_paged_append_across_pages_rotary_neox(device, page_size):
+    check(device, torch.bfloat16, seqlen_q=3, seqlen_new=17, seqlen_cache=300, page_size=page_size, rotary_dim=32,
+          interleaved=False, causal=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batch_idx_permutation_leftpad_window_softcap(device):
+    check(device, torch.float32, batch=3, batch_cache=5, permute=True, use_leftpad=True, seqlen_q=2, seqlen_new=2,
+          window_size=(20, 0), softcap=3.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_decode_without_append_alibi_mqa(device):
+    check(device, torch.bfloat16, seqlen_new=0, nheads=8, nheads_k=1, alibi_slopes="per_batch_head",
+          rotary_dim=16, interleaved=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_int_cache_seqlens_and_non_causal_rotary_positions(device):
+    # Not causal: every query row rotates at cache_seqlens (flash_attn's rule).
+    check(device, torch.float32, seqlen_q=5, seqlen_new=2, rotary_dim=64, int_seqlens=True)
+
+
+def test_whole_cache_when_cache_seqlens_absent():
+    torch.manual_seed(0)
+    q, k_cache, v_cache = torch.randn(2, 3, 4, 32), torch.randn(2, 50, 2, 32), torch.randn(2, 50, 2, 32)
+    out = flash_attn_with_kvcache(q, k_cache, v_cache, causal=True)
+    want, _ = attention_ref(q, k_cache, v_cache, causal=True)
+    same, _ = attention_ref(q, k_cache, v_cache, causal=True, dtype=torch.float32)
+    assert_close_by_rule(out, want, same, "out")
+
+
+def test_errors_name_the_argument():
+    q, k_cache, v_cache = torch.randn(2, 1, 4, 32), torch.randn(2, 10, 2, 32), torch.randn(2, 10, 2, 32)
+    k, v = torch.randn(2, 3, 2, 32), torch.randn(2, 3, 2, 32)
+    with pytest.raises(flashattn.Error, match="cache_seqlens"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=torch.tensor([8, 2], dtype=torch.int32))
+    with pytest.raises(flashattn.Error, match="^k_cache: .*page_size"):
+        flash_attn_with_kvcache(q, torch.randn(4, 24, 2, 32), torch.randn(4, 24, 2, 32),
+                                cache_seqlens=torch.tensor([1, 1], dtype=torch.int32),
+                                block_table=torch.zeros(2, 1, dtype=torch.int32))
+    with pytest.raises(ValueError, match="k, v"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k=k)
+
+
+def test_torch_compile_fullgraph_with_cache_mutation():
+    torch.manual_seed(1)
+    q, k, v = torch.randn(2, 1, 4, 32), torch.randn(2, 1, 2, 32), torch.randn(2, 1, 2, 32)
+    lengths = torch.tensor([3, 7], dtype=torch.int32)
+    caches = [torch.randn(2, 16, 2, 32) for _ in range(2)]
+    eager_caches = [c.clone() for c in caches]
+
+    def step(q, k, v, k_cache, v_cache):
+        return flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lengths, causal=True) * 2.0
+
+    eager = step(q, k, v, *eager_caches)
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")(q, k, v, *caches)
+    assert torch.equal(compiled, eager)
+    assert torch.equal(caches[0], eager_caches[0]) and torch.equal(caches[1], eager_caches[1])
