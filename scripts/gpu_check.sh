@@ -95,6 +95,14 @@ if [ "${FLASHATTN_SKIP_MEMCHECK:-0}" != 1 ] && command -v compute-sanitizer >/de
     --gtest_filter="${FLASHATTN_MEMCHECK_FILTER:-GpuVarlen*:GpuEdgeCases.*:GpuLse.*:GpuAttnProbs.*}" \
     > "$out/memcheck.log" 2>&1
   note "memcheck: rc $? in $(( $(date +%s) - t0 )) s; $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
+  # The kv-cache kernels (append, paged gathers, split-KV combine) through the installed Python package.
+  if [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1 ] && [ "$py_rc" -eq 0 ]; then
+    t0=$(date +%s)
+    (cd /tmp && PYTHONPATH="$site" compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest \
+       "$root/tests/python/test_kvcache.py" -q -p no:cacheprovider --rootdir "$root" \
+       -k "cuda and (paged or split or no_key)" > "$out/memcheck_kvcache.log" 2>&1)
+    note "memcheck kv-cache: rc $? in $(( $(date +%s) - t0 )) s; $(grep -E 'ERROR SUMMARY' "$out/memcheck_kvcache.log" | tail -1)"
+  fi
 fi
 
 # ---- benchmark -------------------------------------------------------------------------------------------------------

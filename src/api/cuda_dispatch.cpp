@@ -1,6 +1,6 @@
 // The GPU side of dispatch: the one place where a call on CUDA tensors is matched with a compiled kernel.
-// kernels/launch.h picks the kernel by (architecture, dtype, head dim); operations without a GPU kernel yet, and
-// builds without CUDA, answer Status::unsupported.
+// kernels/launch.h picks the kernel by (architecture, dtype, head dim); builds without CUDA answer
+// Status::unsupported.
 #include <string>
 
 #include "api/dispatch.h"
@@ -52,11 +52,6 @@ class DeviceGuard {
     int previous_ = 0;
 };
 
-[[noreturn]] void no_kvcache_kernel() {
-    throw Error(Status::unsupported,
-                "kvcache_forward: this build has no GPU kernel for the kv-cache forward yet; pass CPU tensors to run "
-                "it on the CPU reference");
-}
 #else
 [[noreturn]] void no_cuda(OpKind op) {
     throw Error(Status::unsupported,
@@ -70,10 +65,10 @@ class DeviceGuard {
 
 void cuda_dispatch(const AttnParams& p, int32_t device_index) {
 #if FLASHATTN_WITH_CUDA
-    if (p.op == OpKind::kvcache) no_kvcache_kernel();
     DeviceGuard guard(device_index);
     if (p.op == OpKind::forward) kernels::run_forward(p);
     else if (p.op == OpKind::backward) kernels::run_backward(p);
+    else if (p.op == OpKind::kvcache) kernels::run_kvcache(p);
     else throw Error(Status::internal, std::string("cuda_dispatch: unknown operation ") + op_name(p.op));
 #else
     (void)device_index;
@@ -83,9 +78,9 @@ void cuda_dispatch(const AttnParams& p, int32_t device_index) {
 
 size_t cuda_workspace_bytes(const AttnParams& p, int32_t device_index) {
 #if FLASHATTN_WITH_CUDA
-    if (p.op == OpKind::kvcache) no_kvcache_kernel();
     if (p.op == OpKind::forward) return kernels::forward_workspace_bytes(p);  // a function of the sizes only
-    DeviceGuard guard(device_index);                                           // the backward's depends on the GPU
+    DeviceGuard guard(device_index);  // the backward's and the kv-cache forward's depend on the GPU
+    if (p.op == OpKind::kvcache) return kernels::kvcache_workspace_bytes(p);
     return kernels::backward_workspace_bytes(p);
 #else
     (void)device_index;

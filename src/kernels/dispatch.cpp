@@ -19,21 +19,28 @@ constexpr int kMinComputeMajor = 8;  // mma.sync m16n8k16 with bf16, cp.async: s
 
 using FwdFn = void (*)(const AttnParams&);
 using BwdFn = void (*)(const AttnParams&, const BwdPlan&);
+using KvcFn = void (*)(const AttnParams&, const KvcPlan&);
 
 // The launchers of one dtype and head dim bucket.
 struct Sm80Launchers {
     FwdFn fwd = nullptr;
     BwdFn bwd = nullptr;
+    KvcFn kvc = nullptr;
 };
+
+template <ElemType kElem, int kHeadDim>
+Sm80Launchers sm80_launchers_of() {
+    return {&launch_fwd_sm80<kElem, kHeadDim>, &launch_bwd_sm80<kElem, kHeadDim>, &launch_kvc_sm80<kElem, kHeadDim>};
+}
 
 template <ElemType kElem>
 Sm80Launchers sm80_launchers_of_dtype(int bucket) {
     switch (bucket) {
-        case 64: return {&launch_fwd_sm80<kElem, 64>, &launch_bwd_sm80<kElem, 64>};
-        case 96: return {&launch_fwd_sm80<kElem, 96>, &launch_bwd_sm80<kElem, 96>};
-        case 128: return {&launch_fwd_sm80<kElem, 128>, &launch_bwd_sm80<kElem, 128>};
-        case 192: return {&launch_fwd_sm80<kElem, 192>, &launch_bwd_sm80<kElem, 192>};
-        case 256: return {&launch_fwd_sm80<kElem, 256>, &launch_bwd_sm80<kElem, 256>};
+        case 64: return sm80_launchers_of<kElem, 64>();
+        case 96: return sm80_launchers_of<kElem, 96>();
+        case 128: return sm80_launchers_of<kElem, 128>();
+        case 192: return sm80_launchers_of<kElem, 192>();
+        case 256: return sm80_launchers_of<kElem, 256>();
         default: return {};
     }
 }
@@ -159,9 +166,62 @@ void run_backward(const AttnParams& p) {
     fn(p, plan);
 }
 
+// ---- kv-cache forward ------------------------------------------------------------------------------------------------
+
+constexpr int kKvcBlockM = 64;         // packed query rows per block (KvcTileShape in sm80/kvcache_launch.cuh)
+constexpr int kKvcBlockN = 64;         // keys per tile
+constexpr int kKvcWavesWanted = 2;     // split until the blocks fill the GPU this many times over
+constexpr int kKvcMinTilesPerSplit = 4;  // a split's key tiles: fewer would not pay for the combine
+constexpr int kKvcMaxSplits = 128;
+
+KvcPlan make_kvc_plan(const AttnParams& p, int sm_count) {
+    KvcPlan plan;
+    const int64_t packed_rows = int64_t(p.seqlen_q) * (p.nheads / std::max(p.nheads_k, 1));
+    const int64_t blocks = (packed_rows + kKvcBlockM - 1) / kKvcBlockM * p.batch * p.nheads_k;
+    const int64_t key_tiles = (int64_t(p.seqlen_k) + kKvcBlockN - 1) / kKvcBlockN;  // of the cache's capacity
+    int64_t splits = p.num_splits;
+    if (splits <= 0) {
+        const int64_t want = blocks > 0 ? (int64_t(kKvcWavesWanted) * sm_count + blocks - 1) / blocks : 1;
+        splits = std::min<int64_t>({want, std::max<int64_t>(1, key_tiles / kKvcMinTilesPerSplit), kKvcMaxSplits});
+    }
+    plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
+    if (p.seqlen_q == 0) plan.num_splits = 1;
+
+    const size_t q_rot_bytes =
+        p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;
+    const size_t rows = size_t(p.batch) * p.nheads * p.seqlen_q;
+    const size_t o_bytes = plan.num_splits > 1 ? align_up(sizeof(float) * plan.num_splits * rows * p.head_dim_v) : 0;
+    const size_t lse_bytes = plan.num_splits > 1 ? align_up(sizeof(float) * plan.num_splits * rows) : 0;
+    plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes;
+    if (p.workspace) {
+        auto* base = static_cast<unsigned char*>(p.workspace);
+        if (q_rot_bytes) plan.q_rot = base;
+        if (o_bytes) plan.o_accum = reinterpret_cast<float*>(base + q_rot_bytes);
+        if (lse_bytes) plan.lse_accum = reinterpret_cast<float*>(base + q_rot_bytes + o_bytes);
+    }
+    return plan;
+}
+
+size_t kvcache_workspace_bytes(const AttnParams& p) {
+    if (p.batch == 0) return 0;
+    return make_kvc_plan(p, current_sm_count()).workspace_bytes;
+}
+
+void run_kvcache(const AttnParams& p) {
+    if (p.batch == 0 || (p.seqlen_q == 0 && p.seqlen_new == 0)) return;
+    require_supported_device();
+    const KvcFn fn = sm80_launchers(p, "kv-cache forward").kvc;
+    const KvcPlan plan = make_kvc_plan(p, current_sm_count());
+    if (p.workspace_bytes < plan.workspace_bytes || (plan.workspace_bytes > 0 && !p.workspace))
+        throw Error(Status::invalid_argument, "workspace: the kv-cache forward needs " +
+                                                  std::to_string(plan.workspace_bytes) +
+                                                  " bytes (workspace_size()), got " + std::to_string(p.workspace_bytes));
+    fn(p, plan);
+}
+
 std::string compiled_kernels_summary() {
     std::ostringstream os;
-    os << "Ampere-class (mma.sync) forward and backward: float16, bfloat16 x head dims";
+    os << "Ampere-class (mma.sync) forward, backward and kv-cache forward: float16, bfloat16 x head dims";
     for (int b : kHeadDimBuckets) os << ' ' << b;
     os << " (other head dims up to 256, multiples of 8, run in the next bucket); archs " << FLASHATTN_CUDA_ARCHS;
     return os.str();

@@ -21,6 +21,9 @@ size_t forward_workspace_bytes(const AttnParams& p);
 void run_backward(const AttnParams& p);
 size_t backward_workspace_bytes(const AttnParams& p);
 
+void run_kvcache(const AttnParams& p);
+size_t kvcache_workspace_bytes(const AttnParams& p);
+
 // Compiled kernels in words, for `flashattn doctor`.
 std::string compiled_kernels_summary();
 

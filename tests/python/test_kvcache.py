@@ -24,7 +24,7 @@ def rotate(x, cos, sin, positions, interleaved):
     else:
         x0, x1 = y[..., :half].clone(), y[..., half : 2 * half].clone()
         y[..., :half], y[..., half : 2 * half] = x0 * c - x1 * s, x0 * s + x1 * c
-    return y.to(x.dtype)
+    return y.float().to(x.dtype)  # through float32, as flashattn rounds (double -> float -> 16-bit)
 
 
 def cache_rows(cache, b, block_table, batch_idx):
@@ -81,13 +81,15 @@ def rotary_tables(seqlen_ro, rotary_dim, dtype):
 
 def check(device, dtype, *, batch=3, seqlen_q=1, nheads=8, nheads_k=2, head_dim=64, seqlen_cache=100,
           seqlen_new=1, page_size=None, rotary_dim=0, interleaved=True, batch_cache=None, permute=False,
-          use_leftpad=False, int_seqlens=False, **options):
+          use_leftpad=False, int_seqlens=False, lengths=None, num_splits=0, **options):
     gen = torch.Generator().manual_seed(batch * 100 + seqlen_q * 10 + seqlen_new)
     randn = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float32).to(dtype)
     q = randn(batch, seqlen_q, nheads, head_dim)
     k = randn(batch, seqlen_new, nheads_k, head_dim) if seqlen_new else None
     v = randn(batch, seqlen_new, nheads_k, head_dim) if seqlen_new else None
-    if int_seqlens:
+    if lengths is not None:
+        assert len(lengths) == batch
+    elif int_seqlens:
         lengths = [seqlen_cache - seqlen_new - 3] * batch
     else:
         lengths = torch.randint(0, seqlen_cache - seqlen_new + 1, (batch,), generator=gen).tolist()
@@ -127,6 +129,7 @@ def check(device, dtype, *, batch=3, seqlen_q=1, nheads=8, nheads_k=2, head_dim=
             cache_batch_idx=to(batch_idx),
             cache_leftpad=to(torch.tensor(leftpad, dtype=torch.int32)) if leftpad else None,
             block_table=to(block_table), rotary_interleaved=interleaved, return_softmax_lse=True,
+            num_splits=num_splits,
             **{key: to(val) if isinstance(val, torch.Tensor) else val for key, val in options.items()})
     except flashattn.Error as err:
         if device == "cuda" and err.status == "unsupported":
@@ -208,3 +211,27 @@ def test_torch_compile_fullgraph_with_cache_mutation():
     compiled = torch.compile(step, fullgraph=True, backend="aot_eager")(q, k, v, *caches)
     assert torch.equal(compiled, eager)
     assert torch.equal(caches[0], eager_caches[0]) and torch.equal(caches[1], eager_caches[1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("num_splits", [1, 3, 0])
+def test_long_cache_split_kv(device, num_splits):
+    # Split-KV: each split attends to a share of the cache and the combine merges them by LSE; 0 lets flashattn
+    # choose. Ragged lengths, one sequence empty before its append.
+    check(device, torch.bfloat16, batch=4, seqlen_q=1, nheads=16, nheads_k=4, head_dim=128, seqlen_cache=2100,
+          seqlen_new=1, lengths=[2000, 0, 777, 1025], num_splits=num_splits, causal=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sequences_that_see_no_key(device):
+    # Length 0 and nothing appended: out 0 and lse +inf for that sequence; others normal, with splits.
+    check(device, torch.float32, batch=3, seqlen_q=2, seqlen_new=0, seqlen_cache=600, lengths=[0, 300, 599],
+          num_splits=4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("head_dim", [40, 96, 256])
+def test_head_dims_and_many_query_rows(device, head_dim):
+    # More packed rows (seqlen_q x query heads per kv head) than one tile, and head dims padded to a bucket.
+    check(device, torch.float16, batch=2, seqlen_q=9, nheads=16, nheads_k=2, head_dim=head_dim, seqlen_cache=300,
+          seqlen_new=9, rotary_dim=head_dim // 2 // 8 * 8, causal=True, page_size=None)

@@ -78,4 +78,40 @@ __device__ __forceinline__ void store_tile(Elem* gmem, const Elem* smem, int64_t
     }
 }
 
+// load_tile_async for tiles whose rows are not evenly spaced in global memory (gathered query heads, paged caches):
+// row r comes from row_ptr(r), called only for r < valid_rows. `any_row` is a readable address for the zero-filled
+// chunks' (unused) source operand.
+template <int kRows, int kHeadDim, int kThreads, typename Elem, typename RowPtr>
+__device__ __forceinline__ void load_rows_async(Elem* smem, RowPtr row_ptr, const Elem* any_row, int valid_rows,
+                                                int valid_cols, int tid) {
+    using Row = SmemRow<kHeadDim>;
+    constexpr int kTotal = kRows * Row::kChunks;
+#pragma unroll
+    for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
+        const int chunk = tid + i * kThreads;
+        if (kTotal % kThreads != 0 && chunk >= kTotal) break;
+        const int r = chunk / Row::kChunks;
+        const int c = (chunk % Row::kChunks) * kChunkElems;
+        const bool valid = r < valid_rows && c < valid_cols;
+        ptx::cp_async_16(ptx::smem_addr(smem + r * Row::kStride + c), valid ? row_ptr(r) + c : any_row, valid);
+    }
+}
+
+// store_tile for rows scattered in global memory: row r goes to row_ptr(r), called only for r < valid_rows.
+template <int kRows, int kHeadDim, int kThreads, typename Elem, typename RowPtr>
+__device__ __forceinline__ void store_rows(RowPtr row_ptr, const Elem* smem, int valid_rows, int valid_cols,
+                                           int tid) {
+    using Row = SmemRow<kHeadDim>;
+    constexpr int kTotal = kRows * Row::kChunks;
+#pragma unroll
+    for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
+        const int chunk = tid + i * kThreads;
+        if (kTotal % kThreads != 0 && chunk >= kTotal) break;
+        const int r = chunk / Row::kChunks;
+        const int c = (chunk % Row::kChunks) * kChunkElems;
+        if (r < valid_rows && c < valid_cols)
+            ptx::st_global_16(row_ptr(r) + c, ptx::ld_shared_16(ptx::smem_addr(smem + r * Row::kStride + c)));
+    }
+}
+
 }  // namespace flashattn::kernels

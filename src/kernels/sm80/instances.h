@@ -4,6 +4,7 @@
 
 #include "common/params.h"
 #include "kernels/sm80/bwd_plan.h"
+#include "kernels/sm80/kvcache_plan.h"
 
 namespace flashattn::kernels {
 
@@ -13,9 +14,13 @@ void launch_fwd_sm80(const AttnParams& p);
 template <ElemType kElem, int kHeadDim>
 void launch_bwd_sm80(const AttnParams& p, const BwdPlan& plan);
 
+template <ElemType kElem, int kHeadDim>
+void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan);
+
 #define FLASHATTN_DECLARE_SM80(ELEM, HDIM)                                                   \
     extern template void launch_fwd_sm80<ElemType::ELEM, HDIM>(const AttnParams&);           \
-    extern template void launch_bwd_sm80<ElemType::ELEM, HDIM>(const AttnParams&, const BwdPlan&);
+    extern template void launch_bwd_sm80<ElemType::ELEM, HDIM>(const AttnParams&, const BwdPlan&); \
+    extern template void launch_kvc_sm80<ElemType::ELEM, HDIM>(const AttnParams&, const KvcPlan&);
 #define FLASHATTN_DECLARE_SM80_ALL_DIMS(ELEM) \
     FLASHATTN_DECLARE_SM80(ELEM, 64)          \
     FLASHATTN_DECLARE_SM80(ELEM, 96)          \

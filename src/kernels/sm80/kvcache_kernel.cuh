@@ -1,0 +1,323 @@
+// The Ampere-class kv-cache attention kernel (mma.sync; sm_80 and newer): few query rows against a long cache.
+//
+// The query heads that share a kv head are packed into one tile, so each cached key and value is read once per kv
+// head, not once per query head: packed row r of (sequence b, kv head hk) is query token r / group of query head
+// hk * group + r % group (group = nheads / nheads_k). One thread block computes kBlockM packed rows against one
+// split of the cache: the split's key tiles stream through shared memory as in the forward kernel (fwd_kernel.cuh,
+// whose structure this follows: S = Q K^T, masks, online softmax in exp2, O += P V with P kept in registers), with
+// each key row's address looked up through the block table when the cache is paged. With one split the block
+// writes out and the LSE; with several it writes its normalised partial O and LSE in fp32 to the workspace, and
+// kvcache_combine.cuh merges them.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/mask.h"
+#include "common/numeric.h"
+#include "common/params.h"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/tile_io.cuh"
+#include "kernels/sm80/kvcache_common.cuh"
+#include "kernels/sm80/kvcache_plan.h"
+
+namespace flashattn::kernels {
+
+template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_>
+struct KvcTraits {
+    using Elem = Elem_;
+    static constexpr int kHeadDim = kHeadDim_;
+    static constexpr int kBlockM = kBlockM_;  // packed query rows
+    static constexpr int kBlockN = kBlockN_;  // keys per tile
+    static constexpr int kWarps = kWarps_;
+    static constexpr int kThreads = kWarps * 32;
+    static constexpr int kRowsPerWarp = kBlockM / kWarps;
+    static constexpr int kMTiles = kRowsPerWarp / 16;
+    static constexpr int kNTiles = kBlockN / 8;
+    static constexpr int kDTiles = kHeadDim / 8;
+    static constexpr int kQkSteps = kHeadDim / 16;
+    static constexpr int kPvSteps = kBlockN / 16;
+    static constexpr int kStride = SmemRow<kHeadDim>::kStride;
+    static constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * kStride * 2;  // Q, K, V
+    static_assert(kRowsPerWarp % 16 == 0 && kBlockN % 16 == 0, "whole mma tiles");
+};
+
+// The key tiles [begin, end) of split `split` out of `num_splits` over the tiles [first, last).
+struct TileRange {
+    int begin, end;
+};
+__device__ __forceinline__ TileRange split_tiles(int first, int last, int split, int num_splits) {
+    const int per_split = (last - first + num_splits - 1) / num_splits;
+    const int begin = min(last, first + split * per_split);
+    return TileRange{begin, min(last, begin + per_split)};
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p, const KvcPlan plan) {
+    using Elem = typename T::Elem;
+    extern __shared__ __align__(16) unsigned char smem_bytes[];
+    Elem* sQ = reinterpret_cast<Elem*>(smem_bytes);
+    Elem* sK = sQ + T::kBlockM * T::kStride;
+    Elem* sV = sK + T::kBlockN * T::kStride;
+
+    const int m_block = blockIdx.x, split = blockIdx.z;
+    const int b = blockIdx.y / p.nheads_k, hk = blockIdx.y % p.nheads_k;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int group = lane / 4, tig = lane % 4;
+    const int heads_per_kv = p.nheads / p.nheads_k;
+
+    const int packed_rows = p.seqlen_q * heads_per_kv;
+    const int m0 = m_block * T::kBlockM;
+    const int rows = min(T::kBlockM, packed_rows - m0);
+    const CacheSeq seq = cache_seq(p, b);
+    // Packed row -> (query token, query head).
+    auto token_of = [&](int packed) { return packed / heads_per_kv; };
+    auto head_of = [&](int packed) { return hk * heads_per_kv + packed % heads_per_kv; };
+
+    // Queries: rotated ones from the workspace (contiguous (batch, seqlen_q, nheads, head_dim)), else q itself.
+    const Elem* q = plan.q_rot ? static_cast<const Elem*>(plan.q_rot) : static_cast<const Elem*>(p.q);
+    const int64_t q_row_stride = plan.q_rot ? int64_t(p.nheads) * p.head_dim : p.q_row_stride;
+    const int64_t q_head_stride = plan.q_rot ? p.head_dim : p.q_head_stride;
+    const int64_t q_batch_stride = plan.q_rot ? int64_t(p.seqlen_q) * q_row_stride : p.q_batch_stride;
+    auto q_row = [&](int r) {
+        const int packed = m0 + r;
+        return q + b * q_batch_stride + token_of(packed) * q_row_stride + head_of(packed) * q_head_stride;
+    };
+    const CacheView<const Elem> kc = cache_view<const Elem>(p, p.k, p.k_batch_stride, p.k_row_stride,
+                                                            p.k_head_stride, b, hk);
+    const CacheView<const Elem> vc = cache_view<const Elem>(p, p.v, p.v_batch_stride, p.v_row_stride,
+                                                            p.v_head_stride, b, hk);
+    const Elem* any_row = static_cast<const Elem*>(p.k);
+
+    // Keys this block could see (visible ranges grow with the token), then this split's share of their tiles.
+    const int token_first = token_of(m0), token_last = token_of(m0 + rows - 1);
+    const KeyRange first = visible_keys(token_first, p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+    const KeyRange last = visible_keys(token_last, p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+    const int all_begin = static_cast<int>(first.begin / T::kBlockN);
+    const int all_end = last.end > first.begin ? static_cast<int>((last.end + T::kBlockN - 1) / T::kBlockN) : all_begin;
+    const TileRange tiles = split_tiles(all_begin, all_end, split, plan.num_splits);
+
+    // Each thread's rows: token, head, visible keys and ALiBi slope, fixed for the whole block.
+    const int warp_row0 = warp * T::kRowsPerWarp;
+    int row_token[T::kMTiles][2];
+    KeyRange row_keys[T::kMTiles][2];
+    float row_slope[T::kMTiles][2];
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int packed = m0 + warp_row0 + mt * 16 + group + 8 * half;
+            row_token[mt][half] = token_of(packed);
+            row_keys[mt][half] = visible_keys(row_token[mt][half], p.seqlen_q, seq.seqlen_k, p.window_left,
+                                              p.window_right);
+            row_slope[mt][half] = p.alibi_slopes && packed < packed_rows
+                                      ? p.alibi_slopes[b * p.alibi_batch_stride + head_of(packed)]
+                                      : 0.f;
+        }
+
+    float acc_o[T::kMTiles][T::kDTiles][4];
+    float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt) {
+#pragma unroll
+        for (int dt = 0; dt < T::kDTiles; ++dt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc_o[mt][dt][i] = 0.f;
+        row_max[mt][0] = row_max[mt][1] = -INFINITY;
+        row_sum[mt][0] = row_sum[mt][1] = 0.f;
+    }
+    const bool transform_scores = p.softcap > 0.f || p.alibi_slopes != nullptr;
+    const float exp2_mult = transform_scores ? kLog2e : p.scale_log2;
+    const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
+
+    // Key column j is cache position leftpad + j; a tile's rows past the sequence are zero-filled.
+    auto load_keys = [&](Elem* dst, const CacheView<const Elem>& cache, int n0, int cols) {
+        load_rows_async<T::kBlockN, T::kHeadDim, T::kThreads>(
+            dst, [&](int r) { return cache.row(int64_t(seq.leftpad) + n0 + r); }, any_row, seq.seqlen_k - n0, cols,
+            tid);
+    };
+
+    load_rows_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q_row, any_row, rows, p.head_dim, tid);
+    if (tiles.begin < tiles.end) load_keys(sK, kc, tiles.begin * T::kBlockN, p.head_dim);
+    ptx::cp_async_commit();
+
+    for (int n_tile = tiles.begin; n_tile < tiles.end; ++n_tile) {
+        const int n0 = n_tile * T::kBlockN;
+        ptx::cp_async_wait<0>();
+        __syncthreads();  // K(n_tile) and Q landed; every warp is done reading V(n_tile - 1)
+        load_keys(sV, vc, n0, p.head_dim_v);
+        ptx::cp_async_commit();
+
+        // ---- S = Q K^T -------------------------------------------------------------------------------------------
+        float acc_s[T::kMTiles][T::kNTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc_s[mt][nt][i] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < T::kQkSteps; ++ks) {
+            uint32_t a[T::kMTiles][4];
+#pragma unroll
+            for (int mt = 0; mt < T::kMTiles; ++mt)
+                ptx::ldmatrix_x4(a[mt], ptx::smem_addr(sQ + (warp_row0 + mt * 16 + lane % 16) * T::kStride + ks * 16 +
+                                                       (lane / 16) * 8));
+#pragma unroll
+            for (int np = 0; np < T::kNTiles / 2; ++np) {
+                uint32_t kb[4];
+                ptx::ldmatrix_x4(kb, ptx::smem_addr(sK + (np * 16 + (lane / 16) * 8 + lane % 8) * T::kStride +
+                                                    ks * 16 + ((lane / 8) % 2) * 8));
+                const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+#pragma unroll
+                for (int mt = 0; mt < T::kMTiles; ++mt) {
+                    ptx::mma_m16n8k16(acc_s[mt][2 * np], a[mt], b0, Elem());
+                    ptx::mma_m16n8k16(acc_s[mt][2 * np + 1], a[mt], b1, Elem());
+                }
+            }
+        }
+
+        // ---- score modifiers and masks: element i of acc_s[mt][nt] is row half i / 2, key n0 + nt*8 + 2*tig + i%2
+        if (transform_scores) {
+#pragma unroll
+            for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        float s = acc_s[mt][nt][i];
+                        s = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(s * softcap_in) : s * p.scale;
+                        const int col = n0 + nt * 8 + 2 * tig + i % 2;
+                        acc_s[mt][nt][i] = s + alibi_bias(row_slope[mt][i / 2], row_token[mt][i / 2], col,
+                                                          p.seqlen_q, seq.seqlen_k);
+                    }
+        }
+        const bool tile_needs_mask = !(last.begin <= n0 && first.end >= n0 + T::kBlockN);
+        if (tile_needs_mask) {
+#pragma unroll
+            for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+                for (int half = 0; half < 2; ++half)
+#pragma unroll
+                    for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                        for (int j = 0; j < 2; ++j) {
+                            const int col = n0 + nt * 8 + 2 * tig + j;
+                            if (col < row_keys[mt][half].begin || col >= row_keys[mt][half].end)
+                                acc_s[mt][nt][2 * half + j] = -INFINITY;
+                        }
+        }
+
+        // ---- online softmax ------------------------------------------------------------------------------------------
+#pragma unroll
+        for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                float tile_max = -INFINITY;
+#pragma unroll
+                for (int nt = 0; nt < T::kNTiles; ++nt)
+                    tile_max = fmaxf(tile_max, fmaxf(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1]));
+                tile_max = ptx::quad_max(tile_max);
+                const float new_max = fmaxf(row_max[mt][half], tile_max);
+                const float max_scaled = new_max == -INFINITY ? 0.f : new_max * exp2_mult;
+                const float rescale = ptx::exp2_fast(row_max[mt][half] * exp2_mult - max_scaled);
+                row_max[mt][half] = new_max;
+                float sum = 0.f;
+#pragma unroll
+                for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        float& s = acc_s[mt][nt][2 * half + j];
+                        s = ptx::exp2_fast(s * exp2_mult - max_scaled);
+                        sum += s;
+                    }
+                row_sum[mt][half] = row_sum[mt][half] * rescale + sum;
+#pragma unroll
+                for (int dt = 0; dt < T::kDTiles; ++dt) {
+                    acc_o[mt][dt][2 * half] *= rescale;
+                    acc_o[mt][dt][2 * half + 1] *= rescale;
+                }
+            }
+
+        ptx::cp_async_wait<0>();
+        __syncthreads();  // V(n_tile) landed; every warp is done reading K(n_tile)
+        if (n_tile + 1 < tiles.end) load_keys(sK, kc, n0 + T::kBlockN, p.head_dim);
+        ptx::cp_async_commit();
+
+        // ---- O += P V ------------------------------------------------------------------------------------------------
+#pragma unroll
+        for (int ps = 0; ps < T::kPvSteps; ++ps) {
+            uint32_t a[T::kMTiles][4];
+#pragma unroll
+            for (int mt = 0; mt < T::kMTiles; ++mt) {
+                a[mt][0] = ptx::pack2(acc_s[mt][2 * ps][0], acc_s[mt][2 * ps][1], Elem());
+                a[mt][1] = ptx::pack2(acc_s[mt][2 * ps][2], acc_s[mt][2 * ps][3], Elem());
+                a[mt][2] = ptx::pack2(acc_s[mt][2 * ps + 1][0], acc_s[mt][2 * ps + 1][1], Elem());
+                a[mt][3] = ptx::pack2(acc_s[mt][2 * ps + 1][2], acc_s[mt][2 * ps + 1][3], Elem());
+            }
+#pragma unroll
+            for (int dp = 0; dp < T::kDTiles / 2; ++dp) {
+                uint32_t vb[4];
+                ptx::ldmatrix_x4_trans(vb, ptx::smem_addr(sV + (ps * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride +
+                                                          dp * 16 + (lane / 16) * 8));
+                const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+#pragma unroll
+                for (int mt = 0; mt < T::kMTiles; ++mt) {
+                    ptx::mma_m16n8k16(acc_o[mt][2 * dp], a[mt], b0, Elem());
+                    ptx::mma_m16n8k16(acc_o[mt][2 * dp + 1], a[mt], b1, Elem());
+                }
+            }
+        }
+    }
+
+    // ---- epilogue ------------------------------------------------------------------------------------------------------
+    ptx::cp_async_wait<0>();
+    __syncthreads();  // every warp is done with Q, K, V
+    const float max_to_natural = exp2_mult * kLn2;
+    const bool partial = plan.num_splits > 1;
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const float sum = ptx::quad_sum(row_sum[mt][half]);
+            const bool empty = !(sum > 0.f);
+            const float inv = empty ? 0.f : 1.f / sum;
+            const int local = warp_row0 + mt * 16 + group + 8 * half;
+            const int packed = m0 + local;
+            const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[mt][half] * max_to_natural + logf(sum);
+            if (partial) {
+                // A split that saw no key leaves O = 0 and LSE = -inf: the combine gives it weight 0.
+                if (local < rows) {
+                    const int64_t row_index =
+                        ((int64_t(split) * p.batch + b) * p.nheads + head_of(packed)) * p.seqlen_q + token_of(packed);
+                    float* o = plan.o_accum + row_index * p.head_dim_v;
+#pragma unroll
+                    for (int dt = 0; dt < T::kDTiles; ++dt) {
+                        const int col = dt * 8 + 2 * tig;
+                        if (col < p.head_dim_v) {
+                            o[col] = acc_o[mt][dt][2 * half] * inv;
+                            o[col + 1] = acc_o[mt][dt][2 * half + 1] * inv;
+                        }
+                    }
+                    if (tig == 0) plan.lse_accum[row_index] = lse;
+                }
+            } else {
+#pragma unroll
+                for (int dt = 0; dt < T::kDTiles; ++dt)
+                    ptx::st_shared_32(ptx::smem_addr(sQ + local * T::kStride + dt * 8 + 2 * tig),
+                                      ptx::pack2(acc_o[mt][dt][2 * half] * inv, acc_o[mt][dt][2 * half + 1] * inv,
+                                                 Elem()));
+                if (p.softmax_lse && tig == 0 && local < rows)
+                    p.softmax_lse[b * p.lse_batch_stride + head_of(packed) * p.lse_head_stride + token_of(packed)] = lse;
+            }
+        }
+    if (!partial) {
+        __syncthreads();
+        Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride;
+        store_rows<T::kBlockM, T::kHeadDim, T::kThreads>(
+            [&](int r) { return out + token_of(m0 + r) * p.out_row_stride + head_of(m0 + r) * p.out_head_stride; }, sQ,
+            rows, p.head_dim_v, tid);
+    }
+}
+
+}  // namespace flashattn::kernels

@@ -1,0 +1,63 @@
+// Launching the kv-cache forward: append (and rotate), attention over the splits, combine.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "common/params.h"
+#include "flashattn/flashattn.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/elem_type.cuh"
+#include "kernels/sm80/kvcache_append.cuh"
+#include "kernels/sm80/kvcache_combine.cuh"
+#include "kernels/sm80/kvcache_kernel.cuh"
+
+namespace flashattn::kernels {
+
+// 64 packed query rows (4 warps of 16): decode has few rows, so one m16 tile per warp. 64-key tiles, 32 above head
+// dim 128, where the O accumulators take 128 registers (ptxas -v: hd192 fits, hd256 spills 88 bytes). Not tuned on
+// a GPU.
+constexpr int kKvcWideHeadDim = 128;
+template <typename Elem, int kHeadDim>
+using KvcTileShape = KvcTraits<Elem, kHeadDim, 64, (kHeadDim > kKvcWideHeadDim ? 32 : 64), 4>;
+
+template <ElemType kElem, int kHeadDim>
+void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
+    using Elem = ElemOf<kElem>;
+    using T = KvcTileShape<Elem, kHeadDim>;
+    const auto stream = static_cast<cudaStream_t>(p.stream);
+    constexpr int kMaxGridY = 65535;  // CUDA's limit on gridDim.y
+    if (int64_t(p.batch) * p.nheads_k > kMaxGridY)
+        throw Error(Status::unsupported, "kvcache_forward: batch * nheads_k = " +
+                                             std::to_string(int64_t(p.batch) * p.nheads_k) + " exceeds " +
+                                             std::to_string(kMaxGridY) + " (one block row per sequence and kv head)");
+
+    const int append_rows = p.seqlen_new > p.seqlen_q ? p.seqlen_new : p.seqlen_q;
+    if (p.seqlen_new > 0 || plan.q_rot) {
+        kvcache_append_kernel<Elem><<<dim3(append_rows, p.batch), kAppendThreads, 0, stream>>>(
+            p, static_cast<Elem*>(plan.q_rot));
+        check_cuda(cudaGetLastError(), "kv-cache append kernel launch");
+    }
+    if (p.seqlen_q == 0) return;
+
+    const auto kernel = kvcache_kernel<T>;
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
+               "cudaFuncSetAttribute(kv-cache shared memory)");
+    const int packed_rows = p.seqlen_q * (p.nheads / p.nheads_k);
+    const dim3 grid((packed_rows + T::kBlockM - 1) / T::kBlockM, p.batch * p.nheads_k, plan.num_splits);
+    kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, plan);
+    check_cuda(cudaGetLastError(), "kv-cache attention kernel launch");
+
+    if (plan.num_splits > 1) {
+        const int64_t rows = int64_t(p.batch) * p.nheads * p.seqlen_q;
+        const int blocks = static_cast<int>((rows + kCombineWarps - 1) / kCombineWarps);
+        kvcache_combine_kernel<Elem><<<blocks, kCombineWarps * 32, 0, stream>>>(p, plan);
+        check_cuda(cudaGetLastError(), "kv-cache combine kernel launch");
+    }
+}
+
+}  // namespace flashattn::kernels
+
+#define FLASHATTN_INSTANTIATE_SM80_KVCACHE(ELEM, HDIM) \
+    template void launch_kvc_sm80<ElemType::ELEM, HDIM>(const AttnParams&, const KvcPlan&);
