@@ -193,11 +193,25 @@ struct KvCacheArgs {
     ExecutionContext ctx;
 };
 
+// Two attention results of the same queries over disjoint sets of keys (the splits of a split-KV call, the shards
+// of context-parallel attention), merged into the result over the union:
+//   lse = log(exp(lse_a) + exp(lse_b)),   out = exp(lse_a - lse) * out_a + exp(lse_b - lse) * out_b.
+// A part whose lse is +inf saw no key (the convention above) and weighs nothing; a row neither part saw gets out 0
+// and lse +inf. Outputs must not overlap the inputs.
+struct MergeArgs {
+    TensorView out_a, lse_a;  // (batch, seqlen_q, nheads, head_dim_v), (batch, nheads, seqlen_q) fp32
+    TensorView out_b, lse_b;  // the same shapes
+    TensorView out;           // written: like out_a
+    TensorView softmax_lse;   // optional, written: like lse_a
+    ExecutionContext ctx;
+};
+
 FLASHATTN_API void forward(const ForwardArgs& args);
 FLASHATTN_API void varlen_forward(const VarlenForwardArgs& args);
 FLASHATTN_API void backward(const BackwardArgs& args);
 FLASHATTN_API void varlen_backward(const VarlenBackwardArgs& args);
 FLASHATTN_API void kvcache_forward(const KvCacheArgs& args);
+FLASHATTN_API void merge_attention(const MergeArgs& args);
 
 // Bytes of device scratch memory the call needs (0 for CPU tensors). Validates the arguments like the call does.
 FLASHATTN_API size_t workspace_size(const ForwardArgs& args);

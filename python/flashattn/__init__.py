@@ -30,6 +30,7 @@ _API = (
     "flash_attn_varlen_qkvpacked_func",
     "flash_attn_varlen_kvpacked_func",
     "flash_attn_with_kvcache",
+    "merge_attention",
 )
 
 __all__ = ["Error", "__version__", *_API]

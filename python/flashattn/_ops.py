@@ -317,3 +317,20 @@ def _kvcache_outputs(q: Tensor, v_cache: Tensor):
     out = q.new_empty(batch, seqlen_q, nheads, v_cache.shape[-1])
     lse = q.new_empty(batch, nheads, seqlen_q, dtype=torch.float32)
     return out, lse
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Merging two results over disjoint keys by their LSEs (split-KV, context parallelism). Forward only.
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("flashattn::merge", mutates_args=())
+def merge(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> Tuple[Tensor, Tensor]:
+    out, lse = torch.empty_like(out_a), torch.empty_like(lse_a)
+    _C.merge_attention(_d(out_a), _d(lse_a), _d(out_b), _d(lse_b), out, lse, _stream_of(out_a))
+    return out, lse
+
+
+@merge.register_fake
+def _(out_a, lse_a, out_b, lse_b):
+    return torch.empty_like(out_a), torch.empty_like(lse_a)

@@ -273,3 +273,17 @@ def flash_attn_with_kvcache(
                                 seqlens_tensor, seqlen, cache_batch_idx, cache_leftpad, block_table, int(num_splits),
                                 float(scale), bool(causal), window_left, window_right, float(softcap), alibi_slopes)
     return (out, lse) if return_softmax_lse else out
+
+
+def merge_attention(out_a, lse_a, out_b, lse_b):
+    """flashattn's own: merges two attention results of the same queries over disjoint key sets.
+
+    out_a, out_b (batch, seqlen_q, nheads, headdim); lse_a, lse_b (batch, nheads, seqlen_q) float32, as
+    flash_attn_func returns them with return_attn_probs=True. Returns (out, lse) of attention over the union of the
+    keys: lse = log(exp(lse_a) + exp(lse_b)), out = exp(lse_a - lse) out_a + exp(lse_b - lse) out_b. A part whose
+    lse is +inf (it saw no key) weighs nothing.
+    """
+    _check_ranks(4, "(batch, seqlen, nheads, headdim)", out_a=out_a, out_b=out_b)
+    _check_ranks(3, "(batch, nheads, seqlen)", lse_a=lse_a, lse_b=lse_b)
+    return _ops.merge(_last_dim_contiguous(out_a), lse_a.contiguous(), _last_dim_contiguous(out_b),
+                      lse_b.contiguous())

@@ -235,6 +235,20 @@ void kvcache_forward(Array q, MutArray k_cache, MutArray v_cache, OptArray k, Op
     run(a, stream, alloc, [](const auto& args) { flashattn::kvcache_forward(args); });
 }
 
+void merge_attention(Array out_a, Array lse_a, Array out_b, Array lse_b, MutArray out,
+                     std::optional<MutArray> softmax_lse, uintptr_t stream) {
+    flashattn::MergeArgs a;
+    a.out_a = view_of(out_a, "out_a");
+    a.lse_a = view_of(lse_a, "lse_a");
+    a.out_b = view_of(out_b, "out_b");
+    a.lse_b = view_of(lse_b, "lse_b");
+    a.out = view_of(out, "out");
+    if (softmax_lse) a.softmax_lse = view_of(*softmax_lse, "softmax_lse");
+    a.ctx.stream = reinterpret_cast<void*>(stream);
+    nb::gil_scoped_release unlocked;
+    flashattn::merge_attention(a);
+}
+
 // The C++ API names option fields "options.window_left" and so on; the Python functions take them as arguments
 // of flash_attn's names, which the messages then use.
 std::string python_names(std::string message) {
@@ -335,4 +349,7 @@ NB_MODULE(_C, m) {
           "num_splits"_a, "out"_a, "softmax_lse"_a.none(), "softmax_scale"_a, "causal"_a, "window_left"_a,
           "window_right"_a, "softcap"_a, "alibi_slopes"_a.none(), "stream"_a, "alloc"_a.none(),
           "Attention against a KV cache, appending k and v (rotated when rotary_cos/sin are given) in place.");
+    m.def("merge_attention", &merge_attention, "out_a"_a, "lse_a"_a, "out_b"_a, "lse_b"_a, "out"_a,
+          "softmax_lse"_a.none(), "stream"_a,
+          "Merge two attention results over disjoint keys by their LSEs into out (and softmax_lse).");
 }

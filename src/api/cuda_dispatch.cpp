@@ -22,6 +22,7 @@ const char* op_name(OpKind op) {
         case OpKind::forward: return "forward";
         case OpKind::backward: return "backward";
         case OpKind::kvcache: return "kvcache_forward";
+        case OpKind::merge: return "merge_attention";
     }
     return "?";
 }
@@ -69,6 +70,7 @@ void cuda_dispatch(const AttnParams& p, int32_t device_index) {
     if (p.op == OpKind::forward) kernels::run_forward(p);
     else if (p.op == OpKind::backward) kernels::run_backward(p);
     else if (p.op == OpKind::kvcache) kernels::run_kvcache(p);
+    else if (p.op == OpKind::merge) kernels::run_merge(p);
     else throw Error(Status::internal, std::string("cuda_dispatch: unknown operation ") + op_name(p.op));
 #else
     (void)device_index;
@@ -78,6 +80,7 @@ void cuda_dispatch(const AttnParams& p, int32_t device_index) {
 
 size_t cuda_workspace_bytes(const AttnParams& p, int32_t device_index) {
 #if FLASHATTN_WITH_CUDA
+    if (p.op == OpKind::merge) return 0;
     if (p.op == OpKind::forward) return kernels::forward_workspace_bytes(p);  // a function of the sizes only
     DeviceGuard guard(device_index);  // the backward's and the kv-cache forward's depend on the GPU
     if (p.op == OpKind::kvcache) return kernels::kvcache_workspace_bytes(p);

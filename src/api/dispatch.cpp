@@ -18,6 +18,7 @@ void run_reference(const AttnParams& p) {
         case OpKind::forward: reference::forward(p, acc); return;
         case OpKind::backward: reference::backward(p, acc); return;
         case OpKind::kvcache: reference::kvcache_forward(p, acc); return;
+        case OpKind::merge: reference::merge(p); return;
     }
     throw Error(Status::internal, "run_backend: unknown operation " + std::to_string(static_cast<int32_t>(p.op)));
 }

@@ -52,6 +52,12 @@ void kvcache_forward(const KvCacheArgs& args) {
     api::run_backend(api::build_params(args, d), d.where);
 }
 
+void merge_attention(const MergeArgs& args) {
+    const api::AttnDims d = api::validate(args);
+    if (d.empty_outputs() || d.head_dim_v == 0) return;
+    api::run_backend(api::build_params(args, d), d.where);
+}
+
 size_t workspace_size(const ForwardArgs& args) { return workspace_of(args); }
 size_t workspace_size(const VarlenForwardArgs& args) { return workspace_of(args); }
 size_t workspace_size(const BackwardArgs& args) { return workspace_of(args); }

@@ -198,4 +198,22 @@ AttnParams build_params(const KvCacheArgs& a, const AttnDims& d) {
     return p;
 }
 
+AttnParams build_params(const MergeArgs& a, const AttnDims& d) {
+    AttnParams p = base_params(OpKind::merge, d, AttentionOptions{}, a.ctx);
+    p.out = a.out.data;
+    p.softmax_lse = f32_ptr(a.softmax_lse);
+    const RowStrides out = row_strides(a.out, false);
+    p.out_batch_stride = out.batch, p.out_row_stride = out.row, p.out_head_stride = out.head;
+    set_lse_strides(p, d);
+    const TensorView* parts[2] = {&a.out_a, &a.out_b};
+    const TensorView* lses[2] = {&a.lse_a, &a.lse_b};
+    for (int i = 0; i < 2; ++i) {
+        const RowStrides s = row_strides(*parts[i], false);
+        p.part_out[i] = parts[i]->data;
+        p.part_lse[i] = static_cast<const float*>(lses[i]->data);
+        p.part_out_batch_stride[i] = s.batch, p.part_out_row_stride[i] = s.row, p.part_out_head_stride[i] = s.head;
+    }
+    return p;
+}
+
 }  // namespace flashattn::api

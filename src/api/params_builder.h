@@ -13,5 +13,6 @@ AttnParams build_params(const VarlenForwardArgs& args, const AttnDims& dims);
 AttnParams build_params(const BackwardArgs& args, const AttnDims& dims);
 AttnParams build_params(const VarlenBackwardArgs& args, const AttnDims& dims);
 AttnParams build_params(const KvCacheArgs& args, const AttnDims& dims);
+AttnParams build_params(const MergeArgs& args, const AttnDims& dims);
 
 }  // namespace flashattn::api

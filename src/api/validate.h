@@ -17,6 +17,7 @@ AttnDims validate(const VarlenForwardArgs& args);
 AttnDims validate(const BackwardArgs& args);
 AttnDims validate(const VarlenBackwardArgs& args);
 AttnDims validate(const KvCacheArgs& args);
+AttnDims validate(const MergeArgs& args);
 
 // ----- pieces shared by the operations (validate_common.cpp) -----
 

@@ -11,7 +11,7 @@ namespace flashattn {
 enum class ElemType : int32_t { f16 = 0, bf16 = 1, f32 = 2, f64 = 3 };
 
 // Which operation the params describe (some fields are read only by some of them).
-enum class OpKind : int32_t { forward = 0, backward = 1, kvcache = 2 };
+enum class OpKind : int32_t { forward = 0, backward = 1, kvcache = 2, merge = 3 };
 
 struct AttnParams {
     OpKind op = OpKind::forward;
@@ -105,6 +105,12 @@ struct AttnParams {
     int32_t seqlen_ro = 0;
     bool rotary_interleaved = true;
     int32_t num_splits = 1;
+
+    // ----- merge: out and softmax_lse above combine two parts shaped like them (the LSEs contiguous, with the
+    // lse strides above) -----
+    const void* part_out[2] = {nullptr, nullptr};
+    const float* part_lse[2] = {nullptr, nullptr};
+    int64_t part_out_batch_stride[2] = {}, part_out_row_stride[2] = {}, part_out_head_stride[2] = {};
 
     // ----- execution -----
     void* workspace = nullptr;

@@ -24,6 +24,8 @@ size_t backward_workspace_bytes(const AttnParams& p);
 void run_kvcache(const AttnParams& p);
 size_t kvcache_workspace_bytes(const AttnParams& p);
 
+void run_merge(const AttnParams& p);  // merge.cu
+
 // Compiled kernels in words, for `flashattn doctor`.
 std::string compiled_kernels_summary();
 

@@ -21,6 +21,9 @@ void backward(const AttnParams& p, Accum acc = Accum::f32);
 // KV-cache forward: rotates and appends the new k/v into the cache (in place), rotates q, then attends.
 void kvcache_forward(const AttnParams& p, Accum acc = Accum::f32);
 
+// Merge of two results over disjoint keys by their LSEs (flashattn.h, MergeArgs), in double.
+void merge(const AttnParams& p);
+
 // Threads the reference uses (all hardware threads; FLASHATTN_CPU_THREADS overrides).
 int num_threads();
 
