@@ -139,6 +139,15 @@ typedef struct flashattn_kvcache_args {
     flashattn_context ctx;
 } flashattn_kvcache_args;
 
+/* Two results over disjoint keys merged by their LSEs (flashattn.h, MergeArgs). */
+typedef struct flashattn_merge_args {
+    flashattn_tensor out_a, lse_a;
+    flashattn_tensor out_b, lse_b;
+    flashattn_tensor out;
+    flashattn_tensor softmax_lse; /* optional */
+    flashattn_context ctx;
+} flashattn_merge_args;
+
 /* Defaults: every tensor absent, options as in flashattn.h, no stream or workspace. A NULL pointer is ignored. */
 FLASHATTN_API void flashattn_tensor_init(flashattn_tensor* t);
 FLASHATTN_API void flashattn_options_init(flashattn_options* o);
@@ -148,6 +157,7 @@ FLASHATTN_API void flashattn_varlen_fwd_args_init(flashattn_varlen_fwd_args* a);
 FLASHATTN_API void flashattn_bwd_args_init(flashattn_bwd_args* a);
 FLASHATTN_API void flashattn_varlen_bwd_args_init(flashattn_varlen_bwd_args* a);
 FLASHATTN_API void flashattn_kvcache_args_init(flashattn_kvcache_args* a);
+FLASHATTN_API void flashattn_merge_args_init(flashattn_merge_args* a);
 
 /* A contiguous (row-major) view: sets every field of *t. */
 FLASHATTN_API flashattn_status flashattn_tensor_contiguous(flashattn_tensor* t, void* data, int32_t dtype,
@@ -160,6 +170,7 @@ FLASHATTN_API flashattn_status flashattn_varlen_forward(const flashattn_varlen_f
 FLASHATTN_API flashattn_status flashattn_backward(const flashattn_bwd_args* args);
 FLASHATTN_API flashattn_status flashattn_varlen_backward(const flashattn_varlen_bwd_args* args);
 FLASHATTN_API flashattn_status flashattn_kvcache_forward(const flashattn_kvcache_args* args);
+FLASHATTN_API flashattn_status flashattn_merge_attention(const flashattn_merge_args* args);
 
 /* Bytes of device workspace the call needs (0 for CPU tensors), into *bytes; validates like the call. */
 FLASHATTN_API flashattn_status flashattn_forward_workspace_size(const flashattn_fwd_args* args, size_t* bytes);

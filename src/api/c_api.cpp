@@ -159,6 +159,18 @@ KvCacheArgs to_cpp(const flashattn_kvcache_args& a) {
     return r;
 }
 
+MergeArgs to_cpp(const flashattn_merge_args& a) {
+    MergeArgs r;
+    r.out_a = to_view(a.out_a);
+    r.lse_a = to_view(a.lse_a);
+    r.out_b = to_view(a.out_b);
+    r.lse_b = to_view(a.lse_b);
+    r.out = to_view(a.out);
+    r.softmax_lse = to_view(a.softmax_lse);
+    r.ctx = to_context(a.ctx);
+    return r;
+}
+
 flashattn_status fail_with(flashattn_status status, std::string message) {
     t_last_error = std::move(message);
     return status;
@@ -236,6 +248,10 @@ void flashattn_varlen_fwd_args_init(flashattn_varlen_fwd_args* a) { init_args(a)
 void flashattn_bwd_args_init(flashattn_bwd_args* a) { init_args(a); }
 void flashattn_varlen_bwd_args_init(flashattn_varlen_bwd_args* a) { init_args(a); }
 
+void flashattn_merge_args_init(flashattn_merge_args* a) {
+    if (a) std::memset(a, 0, sizeof *a);  // no options: every tensor absent, no stream
+}
+
 void flashattn_kvcache_args_init(flashattn_kvcache_args* a) {
     init_args(a);
     if (!a) return;
@@ -282,6 +298,10 @@ flashattn_status flashattn_varlen_backward(const flashattn_varlen_bwd_args* a) {
 }
 flashattn_status flashattn_kvcache_forward(const flashattn_kvcache_args* a) {
     return run_op(a, "flashattn_kvcache_args", [](const KvCacheArgs& c) { flashattn::kvcache_forward(c); });
+}
+
+flashattn_status flashattn_merge_attention(const flashattn_merge_args* a) {
+    return run_op(a, "flashattn_merge_args", [](const MergeArgs& c) { flashattn::merge_attention(c); });
 }
 
 flashattn_status flashattn_forward_workspace_size(const flashattn_fwd_args* a, size_t* bytes) {

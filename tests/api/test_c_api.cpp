@@ -1,6 +1,7 @@
 // The C ABI from C++: defaults, status codes and messages, per-thread last error, results identical to the C++ API.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -198,6 +199,35 @@ TEST(ApiCAbi, DoctorReportSizing) {
     EXPECT_EQ(flashattn_doctor_report(small, sizeof small), n);
     EXPECT_EQ(std::strlen(small), sizeof small - 1);  // truncated and NUL-terminated
     EXPECT_EQ(std::string(small), doctor_report().substr(0, sizeof small - 1));
+}
+
+TEST(ApiCAbi, MergeAttention) {
+    // Two CPU results merged through the C ABI: equal weights (equal LSEs) average the outputs.
+    HostTensor out_a(DType::f32, {1, 2, 1, 8}), out_b(DType::f32, {1, 2, 1, 8}), out(DType::f32, {1, 2, 1, 8});
+    HostTensor lse_a(DType::f32, {1, 1, 2}), lse_b(DType::f32, {1, 1, 2}), lse(DType::f32, {1, 1, 2});
+    for (int64_t i = 0; i < out_a.numel(); ++i) {
+        out_a.set(i, 1.0 + i);
+        out_b.set(i, 3.0 + i);
+    }
+    for (int64_t i = 0; i < lse_a.numel(); ++i) {
+        lse_a.set(i, 0.5);
+        lse_b.set(i, 0.5);
+    }
+    flashattn_merge_args a;
+    flashattn_merge_args_init(&a);
+    a.out_a = to_c(out_a.view());
+    a.lse_a = to_c(lse_a.view());
+    a.out_b = to_c(out_b.view());
+    a.lse_b = to_c(lse_b.view());
+    a.out = to_c(out.view());
+    a.softmax_lse = to_c(lse.view());
+    ASSERT_EQ(flashattn_merge_attention(&a), FLASHATTN_STATUS_OK) << flashattn_last_error();
+    for (int64_t i = 0; i < out.numel(); ++i) EXPECT_DOUBLE_EQ(out.get(i), 2.0 + i);
+    for (int64_t i = 0; i < lse.numel(); ++i) EXPECT_NEAR(lse.get(i), 0.5 + std::log(2.0), 1e-6);
+    a.out_b = to_c(out_a.view());
+    a.out_b.shape[3] = 4;
+    EXPECT_EQ(flashattn_merge_attention(&a), FLASHATTN_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(flashattn_last_error()).find("out_b: expected shape"), std::string::npos);
 }
 
 }  // namespace
