@@ -2,6 +2,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 #include <string>
 
@@ -91,8 +92,17 @@ int current_sm_count() {
     return sms;
 }
 
-constexpr size_t kWorkspaceAlign = 256;
+constexpr size_t kWorkspaceAlign = 256;  // between the buffers carved out of a workspace
+constexpr uintptr_t kWorkspaceAlign16 = 16;  // of the workspace itself: its buffers are accessed 16 bytes wide
 size_t align_up(size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// The buffers carved out of the workspace (dQ accumulator, rotated queries) are accessed 16 bytes at a time.
+void require_aligned_workspace(const AttnParams& p) {
+    const uintptr_t misalignment = reinterpret_cast<uintptr_t>(p.workspace) % kWorkspaceAlign16;
+    if (misalignment != 0)
+        throw Error(Status::invalid_argument, "workspace: expected a 16-byte aligned pointer, got one " +
+                                                  std::to_string(misalignment) + " bytes past a 16-byte boundary");
+}
 
 }  // namespace
 
@@ -163,6 +173,7 @@ void run_backward(const AttnParams& p) {
     if (p.workspace_bytes < plan.workspace_bytes || (plan.workspace_bytes > 0 && !p.workspace))
         throw Error(Status::invalid_argument, "workspace: the backward needs " + std::to_string(plan.workspace_bytes) +
                                                   " bytes (workspace_size()), got " + std::to_string(p.workspace_bytes));
+    require_aligned_workspace(p);
     fn(p, plan);
 }
 
@@ -216,6 +227,7 @@ void run_kvcache(const AttnParams& p) {
         throw Error(Status::invalid_argument, "workspace: the kv-cache forward needs " +
                                                   std::to_string(plan.workspace_bytes) +
                                                   " bytes (workspace_size()), got " + std::to_string(p.workspace_bytes));
+    require_aligned_workspace(p);
     fn(p, plan);
 }
 

@@ -103,6 +103,22 @@ TEST(ApiGpu, BackwardWithWorkspace) {
     EXPECT_FALSE(p.dk.has_poison_or_nan());
 }
 
+TEST(ApiGpu, BackwardRefusesMisalignedWorkspace) {
+    if (!gpu_visible()) GTEST_SKIP() << "no GPU visible";
+    DenseProblem p(DenseShape{1, 40, 40, 2, 2, 64, 64}, DType::bf16);
+    DeviceCopy q(p.q), k(p.k), v(p.v), out(p.out), lse(p.lse), dout(p.dout), dq(p.dq), dk(p.dk), dv(p.dv);
+    BackwardArgs b;
+    b.q = on_device(q, p.q), b.k = on_device(k, p.k), b.v = on_device(v, p.v), b.out = on_device(out, p.out);
+    b.softmax_lse = on_device(lse, p.lse), b.dout = on_device(dout, p.dout);
+    b.dq = on_device(dq, p.dq), b.dk = on_device(dk, p.dk), b.dv = on_device(dv, p.dv);
+    const size_t bytes = workspace_size(b);
+    constexpr size_t kMisalignment = 4;  // float-aligned, not 16-byte aligned
+    DeviceCopy workspace(bytes + 16);
+    b.ctx.workspace = static_cast<unsigned char*>(workspace.get()) + kMisalignment;
+    b.ctx.workspace_bytes = bytes;
+    EXPECT_INVALID(backward(b), "workspace: expected a 16-byte aligned pointer, got one 4 bytes past");
+}
+
 TEST(ApiGpu, BackwardWithoutQueriesZeroesKeyGradients) {
     if (!gpu_visible()) GTEST_SKIP() << "no GPU visible";
     DenseProblem p(DenseShape{2, 0, 5, 2, 2, 16, 16}, DType::f16);

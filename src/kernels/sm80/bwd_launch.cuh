@@ -69,7 +69,7 @@ void launch_bwd_sm80(const AttnParams& p, const BwdPlan& plan) {
         check_cuda(cudaGetLastError(), "backward kernel launch");
     }
 
-    const int64_t total = row_heads * p.head_dim;
+    const int64_t total = row_heads * (p.head_dim / kElemsPerChunk);  // one thread per 16-byte chunk of dQ
     const int64_t post_blocks = std::min<int64_t>((total + kPrePostThreads - 1) / kPrePostThreads, kMaxGrid);
     if (post_blocks > 0) {
         bwd_postprocess_kernel<Elem><<<static_cast<unsigned>(post_blocks), kPrePostThreads, 0, stream>>>(

@@ -1,10 +1,15 @@
 // The backward's pre-pass (D = rowsum(dO * O), zero the dQ accumulator) and post-pass (dQ = scale * sum of the
-// accumulator copies, converted to the element type). Memory-bound and shape-agnostic: not templated on head dim.
+// accumulator copies, converted to the element type). Memory-bound and shape-agnostic: not templated on head dim;
+// every access is 16 bytes wide and the index arithmetic is done once per 16-byte chunk, not per element.
 #pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
 #include "common/params.h"
+#include "kernels/common/ptx.cuh"
 #include "kernels/sm80/bwd_plan.h"
 
 namespace flashattn::kernels {
@@ -20,7 +25,31 @@ __device__ __forceinline__ void split_row(const AttnParams& p, int64_t r, int64_
     }
 }
 
-// One warp per (row, head).
+// 16-byte chunks: 8 elements of dO, O and dQ, 4 floats of the accumulator. Every row of a CUDA tensor starts
+// 16-byte aligned and head dims are multiples of 8 (validated), and accumulator rows are multiples of 64 floats.
+constexpr int kElemsPerChunk = 8;
+constexpr int kFloatsPerChunk = 4;
+
+__device__ __forceinline__ void unpack8(const uint4& v, __half, float (&f)[kElemsPerChunk]) {
+    const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+    for (int i = 0; i < kElemsPerChunk / 2; ++i) {
+        const float2 x = __half22float2(h[i]);
+        f[2 * i] = x.x;
+        f[2 * i + 1] = x.y;
+    }
+}
+__device__ __forceinline__ void unpack8(const uint4& v, __nv_bfloat16, float (&f)[kElemsPerChunk]) {
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+    for (int i = 0; i < kElemsPerChunk / 2; ++i) {
+        const float2 x = __bfloat1622float2(h[i]);
+        f[2 * i] = x.x;
+        f[2 * i + 1] = x.y;
+    }
+}
+
+// One warp per (row, head): lane c reads chunk c of dO and O (head_dim_v <= 256 is at most 32 chunks).
 template <typename Elem>
 __global__ void bwd_preprocess_kernel(const AttnParams p, float* softmax_d, float* dq_accum, int64_t split_stride,
                                       int n_splits, int acc_hdim) {
@@ -29,41 +58,61 @@ __global__ void bwd_preprocess_kernel(const AttnParams p, float* softmax_d, floa
     const int64_t rows = accum_rows(p);
     if (warp_id >= rows * p.nheads) return;
     const int64_t r = warp_id / p.nheads;
-    const int h = static_cast<int>(warp_id % p.nheads);
+    const int h = static_cast<int>(warp_id - r * p.nheads);
     int64_t b, i;
     split_row(p, r, b, i);
-    const Elem* dout = static_cast<const Elem*>(p.dout) + b * p.dout_batch_stride + i * p.dout_row_stride +
-                       h * p.dout_head_stride;
-    const Elem* out = static_cast<const Elem*>(p.out) + b * p.out_batch_stride + i * p.out_row_stride +
-                      h * p.out_head_stride;
     float dot = 0.f;
-    for (int d = lane; d < p.head_dim_v; d += 32) dot += static_cast<float>(dout[d]) * static_cast<float>(out[d]);
+    if (lane * kElemsPerChunk < p.head_dim_v) {
+        const Elem* dout = static_cast<const Elem*>(p.dout) + b * p.dout_batch_stride + i * p.dout_row_stride +
+                           h * p.dout_head_stride + lane * kElemsPerChunk;
+        const Elem* out = static_cast<const Elem*>(p.out) + b * p.out_batch_stride + i * p.out_row_stride +
+                          h * p.out_head_stride + lane * kElemsPerChunk;
+        float x[kElemsPerChunk], y[kElemsPerChunk];
+        unpack8(*reinterpret_cast<const uint4*>(dout), Elem(), x);
+        unpack8(*reinterpret_cast<const uint4*>(out), Elem(), y);
+#pragma unroll
+        for (int e = 0; e < kElemsPerChunk; ++e) dot += x[e] * y[e];
+    }
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
     if (lane == 0) softmax_d[b * p.lse_batch_stride + h * p.lse_head_stride + i] = dot;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int s = 0; s < n_splits; ++s) {
-        float* acc = dq_accum + s * split_stride + (r * p.nheads + h) * acc_hdim;
-        for (int d = lane; d < acc_hdim; d += 32) acc[d] = 0.f;
+        float4* acc = reinterpret_cast<float4*>(dq_accum + s * split_stride + (r * p.nheads + h) * acc_hdim);
+        for (int c = lane; c < acc_hdim / kFloatsPerChunk; c += 32) acc[c] = zero;
     }
 }
 
-// One thread per dQ element.
+// One thread per 8 dQ elements: two 16-byte accumulator reads per split, one 16-byte store.
 template <typename Elem>
 __global__ void bwd_postprocess_kernel(const AttnParams p, const float* dq_accum, int64_t split_stride, int n_splits,
                                        int acc_hdim) {
-    const int64_t total = accum_rows(p) * p.nheads * p.head_dim;
+    const int chunks_per_head = p.head_dim / kElemsPerChunk;
+    const int64_t total = accum_rows(p) * p.nheads * chunks_per_head;
     for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
          idx += int64_t(gridDim.x) * blockDim.x) {
-        const int d = static_cast<int>(idx % p.head_dim);
-        const int h = static_cast<int>((idx / p.head_dim) % p.nheads);
-        const int64_t r = idx / (int64_t(p.head_dim) * p.nheads);
-        const float* acc = dq_accum + (r * p.nheads + h) * acc_hdim + d;
-        float sum = 0.f;
-        for (int s = 0; s < n_splits; ++s) sum += acc[s * split_stride];  // fixed order: deterministic
+        const int64_t row_head = idx / chunks_per_head;
+        const int c = static_cast<int>(idx - row_head * chunks_per_head);
+        const int64_t r = row_head / p.nheads;
+        const int h = static_cast<int>(row_head - r * p.nheads);
+        const float* acc = dq_accum + row_head * acc_hdim + c * kElemsPerChunk;
+        float sum[kElemsPerChunk] = {};
+        for (int s = 0; s < n_splits; ++s) {  // fixed order: deterministic
+            const float4 lo = *reinterpret_cast<const float4*>(acc + s * split_stride);
+            const float4 hi = *reinterpret_cast<const float4*>(acc + s * split_stride + kFloatsPerChunk);
+            sum[0] += lo.x, sum[1] += lo.y, sum[2] += lo.z, sum[3] += lo.w;
+            sum[4] += hi.x, sum[5] += hi.y, sum[6] += hi.z, sum[7] += hi.w;
+        }
+        uint4 packed;
+        uint32_t* words = reinterpret_cast<uint32_t*>(&packed);
+#pragma unroll
+        for (int e = 0; e < kElemsPerChunk / 2; ++e)
+            words[e] = ptx::pack2(sum[2 * e] * p.scale, sum[2 * e + 1] * p.scale, Elem());
         int64_t b, i;
         split_row(p, r, b, i);
-        static_cast<Elem*>(p.dq)[b * p.dq_batch_stride + i * p.dq_row_stride + h * p.dq_head_stride + d] =
-            static_cast<Elem>(sum * p.scale);
+        Elem* dq = static_cast<Elem*>(p.dq) + b * p.dq_batch_stride + i * p.dq_row_stride + h * p.dq_head_stride +
+                   c * kElemsPerChunk;
+        *reinterpret_cast<uint4*>(dq) = packed;
     }
 }
 
