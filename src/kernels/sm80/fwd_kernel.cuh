@@ -22,6 +22,7 @@
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/seq_slice.cuh"
 #include "kernels/common/tile_io.cuh"
+#include "kernels/sm80/warp_tiles.cuh"
 
 namespace flashattn::kernels {
 
@@ -139,37 +140,14 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
 
         // ---- S = Q K^T -------------------------------------------------------------------------------------------
         float acc_s[T::kMTiles][T::kNTiles][4];
+        scores_tile<T>(acc_s, sK, lane, [&](uint32_t(&a)[4], int mt, int ks) {
+            if constexpr (T::kQInRegs) {
 #pragma unroll
-        for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < T::kNTiles; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) acc_s[mt][nt][i] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < T::kQkSteps; ++ks) {
-            uint32_t a[T::kMTiles][4];
-#pragma unroll
-            for (int mt = 0; mt < T::kMTiles; ++mt) {
-                if constexpr (T::kQInRegs) {
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) a[mt][i] = q_frag[mt][ks][i];
-                } else {
-                    load_q_frag(a[mt], mt, ks);
-                }
+                for (int i = 0; i < 4; ++i) a[i] = q_frag[mt][ks][i];
+            } else {
+                load_q_frag(a, mt, ks);
             }
-#pragma unroll
-            for (int np = 0; np < T::kNTiles / 2; ++np) {
-                uint32_t kb[4];
-                ptx::ldmatrix_x4(kb, ptx::smem_addr(sK + (np * 16 + (lane / 16) * 8 + lane % 8) * T::kStride +
-                                                    ks * 16 + ((lane / 8) % 2) * 8));
-                const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
-#pragma unroll
-                for (int mt = 0; mt < T::kMTiles; ++mt) {
-                    ptx::mma_m16n8k16(acc_s[mt][2 * np], a[mt], b0, Elem());
-                    ptx::mma_m16n8k16(acc_s[mt][2 * np + 1], a[mt], b1, Elem());
-                }
-            }
-        }
+        });
 
         // ---- score modifiers and masks (block-uniform branches) ---------------------------------------------------
         // Element i of acc_s[mt][nt] is row warp_row0 + mt*16 + group + 8*(i/2), key n0 + nt*8 + 2*tig + i%2.
@@ -205,37 +183,8 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
                 }
         }
 
-        // ---- online softmax: P = exp2(S * mult - max * mult), rescale O and the row sums --------------------------
-#pragma unroll
-        for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                float tile_max = -INFINITY;
-#pragma unroll
-                for (int nt = 0; nt < T::kNTiles; ++nt)
-                    tile_max = fmaxf(tile_max, fmaxf(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1]));
-                tile_max = ptx::quad_max(tile_max);
-                const float new_max = fmaxf(row_max[mt][half], tile_max);
-                // A row that has seen only masked keys keeps max -inf; subtract 0 then so exp2 gives 0, not NaN.
-                const float max_scaled = new_max == -INFINITY ? 0.f : new_max * exp2_mult;
-                const float rescale = ptx::exp2_fast(row_max[mt][half] * exp2_mult - max_scaled);
-                row_max[mt][half] = new_max;
-                float sum = 0.f;
-#pragma unroll
-                for (int nt = 0; nt < T::kNTiles; ++nt)
-#pragma unroll
-                    for (int j = 0; j < 2; ++j) {
-                        float& s = acc_s[mt][nt][2 * half + j];
-                        s = ptx::exp2_fast(s * exp2_mult - max_scaled);
-                        sum += s;
-                    }
-                row_sum[mt][half] = row_sum[mt][half] * rescale + sum;
-#pragma unroll
-                for (int dt = 0; dt < T::kDTiles; ++dt) {
-                    acc_o[mt][dt][2 * half] *= rescale;
-                    acc_o[mt][dt][2 * half + 1] *= rescale;
-                }
-            }
+        // ---- online softmax: P = exp2(S * mult - max * mult), rescale O and the row sums ---------------------------
+        online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
 
         // ---- dropout: zero the dropped probabilities (kept ones are scaled once, at the end) ---------------------
         if (dropout) {
@@ -265,29 +214,7 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
         ptx::cp_async_commit();
 
         // ---- O += P V ------------------------------------------------------------------------------------------------
-#pragma unroll
-        for (int ps = 0; ps < T::kPvSteps; ++ps) {
-            uint32_t a[T::kMTiles][4];
-#pragma unroll
-            for (int mt = 0; mt < T::kMTiles; ++mt) {
-                a[mt][0] = ptx::pack2(acc_s[mt][2 * ps][0], acc_s[mt][2 * ps][1], Elem());
-                a[mt][1] = ptx::pack2(acc_s[mt][2 * ps][2], acc_s[mt][2 * ps][3], Elem());
-                a[mt][2] = ptx::pack2(acc_s[mt][2 * ps + 1][0], acc_s[mt][2 * ps + 1][1], Elem());
-                a[mt][3] = ptx::pack2(acc_s[mt][2 * ps + 1][2], acc_s[mt][2 * ps + 1][3], Elem());
-            }
-#pragma unroll
-            for (int dp = 0; dp < T::kDTiles / 2; ++dp) {
-                uint32_t vb[4];
-                ptx::ldmatrix_x4_trans(vb, ptx::smem_addr(sV + (ps * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride +
-                                                          dp * 16 + (lane / 16) * 8));
-                const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
-#pragma unroll
-                for (int mt = 0; mt < T::kMTiles; ++mt) {
-                    ptx::mma_m16n8k16(acc_o[mt][2 * dp], a[mt], b0, Elem());
-                    ptx::mma_m16n8k16(acc_o[mt][2 * dp + 1], a[mt], b1, Elem());
-                }
-            }
-        }
+        accumulate_pv<T>(acc_o, acc_s, sV, lane);
     }
 
     // ---- epilogue: normalise, write O through shared memory (16-byte stores) and the LSE ------------------------------

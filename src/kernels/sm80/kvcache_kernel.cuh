@@ -4,7 +4,7 @@
 // head, not once per query head: packed row r of (sequence b, kv head hk) is query token r / group of query head
 // hk * group + r % group (group = nheads / nheads_k). One thread block computes kBlockM packed rows against one
 // split of the cache: the split's key tiles stream through shared memory as in the forward kernel (fwd_kernel.cuh,
-// whose structure this follows: S = Q K^T, masks, online softmax in exp2, O += P V with P kept in registers), with
+// whose structure this follows, with the same warp-tile steps from warp_tiles.cuh), with
 // each key row's address looked up through the block table when the cache is paged. With one split the block
 // writes out and the LSE; with several it writes its normalised partial O and LSE in fp32 to the workspace, and
 // kvcache_combine.cuh merges them.
@@ -20,6 +20,7 @@
 #include "kernels/common/tile_io.cuh"
 #include "kernels/sm80/kvcache_common.cuh"
 #include "kernels/sm80/kvcache_plan.h"
+#include "kernels/sm80/warp_tiles.cuh"
 
 namespace flashattn::kernels {
 
@@ -150,32 +151,10 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
 
         // ---- S = Q K^T -------------------------------------------------------------------------------------------
         float acc_s[T::kMTiles][T::kNTiles][4];
-#pragma unroll
-        for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < T::kNTiles; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) acc_s[mt][nt][i] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < T::kQkSteps; ++ks) {
-            uint32_t a[T::kMTiles][4];
-#pragma unroll
-            for (int mt = 0; mt < T::kMTiles; ++mt)
-                ptx::ldmatrix_x4(a[mt], ptx::smem_addr(sQ + (warp_row0 + mt * 16 + lane % 16) * T::kStride + ks * 16 +
-                                                       (lane / 16) * 8));
-#pragma unroll
-            for (int np = 0; np < T::kNTiles / 2; ++np) {
-                uint32_t kb[4];
-                ptx::ldmatrix_x4(kb, ptx::smem_addr(sK + (np * 16 + (lane / 16) * 8 + lane % 8) * T::kStride +
-                                                    ks * 16 + ((lane / 8) % 2) * 8));
-                const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
-#pragma unroll
-                for (int mt = 0; mt < T::kMTiles; ++mt) {
-                    ptx::mma_m16n8k16(acc_s[mt][2 * np], a[mt], b0, Elem());
-                    ptx::mma_m16n8k16(acc_s[mt][2 * np + 1], a[mt], b1, Elem());
-                }
-            }
-        }
+        scores_tile<T>(acc_s, sK, lane, [&](uint32_t(&a)[4], int mt, int ks) {
+            ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (warp_row0 + mt * 16 + lane % 16) * T::kStride + ks * 16 +
+                                               (lane / 16) * 8));
+        });
 
         // ---- score modifiers and masks: element i of acc_s[mt][nt] is row half i / 2, key n0 + nt*8 + 2*tig + i%2
         if (transform_scores) {
@@ -209,35 +188,7 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
         }
 
         // ---- online softmax ------------------------------------------------------------------------------------------
-#pragma unroll
-        for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                float tile_max = -INFINITY;
-#pragma unroll
-                for (int nt = 0; nt < T::kNTiles; ++nt)
-                    tile_max = fmaxf(tile_max, fmaxf(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1]));
-                tile_max = ptx::quad_max(tile_max);
-                const float new_max = fmaxf(row_max[mt][half], tile_max);
-                const float max_scaled = new_max == -INFINITY ? 0.f : new_max * exp2_mult;
-                const float rescale = ptx::exp2_fast(row_max[mt][half] * exp2_mult - max_scaled);
-                row_max[mt][half] = new_max;
-                float sum = 0.f;
-#pragma unroll
-                for (int nt = 0; nt < T::kNTiles; ++nt)
-#pragma unroll
-                    for (int j = 0; j < 2; ++j) {
-                        float& s = acc_s[mt][nt][2 * half + j];
-                        s = ptx::exp2_fast(s * exp2_mult - max_scaled);
-                        sum += s;
-                    }
-                row_sum[mt][half] = row_sum[mt][half] * rescale + sum;
-#pragma unroll
-                for (int dt = 0; dt < T::kDTiles; ++dt) {
-                    acc_o[mt][dt][2 * half] *= rescale;
-                    acc_o[mt][dt][2 * half + 1] *= rescale;
-                }
-            }
+        online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
 
         ptx::cp_async_wait<0>();
         __syncthreads();  // V(n_tile) landed; every warp is done reading K(n_tile)
@@ -245,29 +196,7 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
         ptx::cp_async_commit();
 
         // ---- O += P V ------------------------------------------------------------------------------------------------
-#pragma unroll
-        for (int ps = 0; ps < T::kPvSteps; ++ps) {
-            uint32_t a[T::kMTiles][4];
-#pragma unroll
-            for (int mt = 0; mt < T::kMTiles; ++mt) {
-                a[mt][0] = ptx::pack2(acc_s[mt][2 * ps][0], acc_s[mt][2 * ps][1], Elem());
-                a[mt][1] = ptx::pack2(acc_s[mt][2 * ps][2], acc_s[mt][2 * ps][3], Elem());
-                a[mt][2] = ptx::pack2(acc_s[mt][2 * ps + 1][0], acc_s[mt][2 * ps + 1][1], Elem());
-                a[mt][3] = ptx::pack2(acc_s[mt][2 * ps + 1][2], acc_s[mt][2 * ps + 1][3], Elem());
-            }
-#pragma unroll
-            for (int dp = 0; dp < T::kDTiles / 2; ++dp) {
-                uint32_t vb[4];
-                ptx::ldmatrix_x4_trans(vb, ptx::smem_addr(sV + (ps * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride +
-                                                          dp * 16 + (lane / 16) * 8));
-                const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
-#pragma unroll
-                for (int mt = 0; mt < T::kMTiles; ++mt) {
-                    ptx::mma_m16n8k16(acc_o[mt][2 * dp], a[mt], b0, Elem());
-                    ptx::mma_m16n8k16(acc_o[mt][2 * dp + 1], a[mt], b1, Elem());
-                }
-            }
-        }
+        accumulate_pv<T>(acc_o, acc_s, sV, lane);
     }
 
     // ---- epilogue ------------------------------------------------------------------------------------------------------

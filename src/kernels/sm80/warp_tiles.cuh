@@ -1,0 +1,116 @@
+// The warp-level steps every Ampere-class attention main loop shares (the forward and kv-cache kernels): a warp
+// owns T::kMTiles m16 tiles of query rows; S and O live in its registers in the mma.sync C layout.
+//   scores_tile:    S = Q K^T against the T::kBlockN keys of a shared-memory K tile
+//   online_softmax: P = exp2(S * mult - running max * mult), rescaling O and the running row sums
+//   accumulate_pv:  O += P V, P taken straight from the S registers (the C layout of two n8 tiles is the A layout of
+//                   one k16 step), V from a shared-memory tile
+// T provides Elem, kMTiles, kNTiles, kDTiles, kQkSteps, kPvSteps and kStride (the padded shared-memory row).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common/ptx.cuh"
+
+namespace flashattn::kernels {
+
+// load_a(a, mt, ks) fills the A fragment of m16 tile mt at k16 step ks (from registers or shared memory).
+template <class T, class LoadA>
+__device__ __forceinline__ void scores_tile(float (&acc_s)[T::kMTiles][T::kNTiles][4], const typename T::Elem* sK,
+                                            int lane, LoadA load_a) {
+    using Elem = typename T::Elem;
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc_s[mt][nt][i] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < T::kQkSteps; ++ks) {
+        uint32_t a[T::kMTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < T::kMTiles; ++mt) load_a(a[mt], mt, ks);
+#pragma unroll
+        for (int np = 0; np < T::kNTiles / 2; ++np) {
+            uint32_t kb[4];
+            ptx::ldmatrix_x4(kb, ptx::smem_addr(sK + (np * 16 + (lane / 16) * 8 + lane % 8) * T::kStride + ks * 16 +
+                                                ((lane / 8) % 2) * 8));
+            const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+#pragma unroll
+            for (int mt = 0; mt < T::kMTiles; ++mt) {
+                ptx::mma_m16n8k16(acc_s[mt][2 * np], a[mt], b0, Elem());
+                ptx::mma_m16n8k16(acc_s[mt][2 * np + 1], a[mt], b1, Elem());
+            }
+        }
+    }
+}
+
+// Scores are in units whose exp2 after multiplying by exp2_mult is the softmax numerator. A row that has seen only
+// masked keys keeps its max at -inf; 0 is subtracted then, so that exp2 gives 0 rather than NaN.
+template <class T>
+__device__ __forceinline__ void online_softmax(float (&acc_s)[T::kMTiles][T::kNTiles][4],
+                                               float (&acc_o)[T::kMTiles][T::kDTiles][4],
+                                               float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][2],
+                                               float exp2_mult) {
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            float tile_max = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < T::kNTiles; ++nt)
+                tile_max = fmaxf(tile_max, fmaxf(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1]));
+            tile_max = ptx::quad_max(tile_max);
+            const float new_max = fmaxf(row_max[mt][half], tile_max);
+            const float max_scaled = new_max == -INFINITY ? 0.f : new_max * exp2_mult;
+            const float rescale = ptx::exp2_fast(row_max[mt][half] * exp2_mult - max_scaled);
+            row_max[mt][half] = new_max;
+            float sum = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    float& s = acc_s[mt][nt][2 * half + j];
+                    s = ptx::exp2_fast(s * exp2_mult - max_scaled);
+                    sum += s;
+                }
+            row_sum[mt][half] = row_sum[mt][half] * rescale + sum;
+#pragma unroll
+            for (int dt = 0; dt < T::kDTiles; ++dt) {
+                acc_o[mt][dt][2 * half] *= rescale;
+                acc_o[mt][dt][2 * half + 1] *= rescale;
+            }
+        }
+}
+
+template <class T>
+__device__ __forceinline__ void accumulate_pv(float (&acc_o)[T::kMTiles][T::kDTiles][4],
+                                              const float (&acc_s)[T::kMTiles][T::kNTiles][4],
+                                              const typename T::Elem* sV, int lane) {
+    using Elem = typename T::Elem;
+#pragma unroll
+    for (int ps = 0; ps < T::kPvSteps; ++ps) {
+        uint32_t a[T::kMTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < T::kMTiles; ++mt) {
+            a[mt][0] = ptx::pack2(acc_s[mt][2 * ps][0], acc_s[mt][2 * ps][1], Elem());
+            a[mt][1] = ptx::pack2(acc_s[mt][2 * ps][2], acc_s[mt][2 * ps][3], Elem());
+            a[mt][2] = ptx::pack2(acc_s[mt][2 * ps + 1][0], acc_s[mt][2 * ps + 1][1], Elem());
+            a[mt][3] = ptx::pack2(acc_s[mt][2 * ps + 1][2], acc_s[mt][2 * ps + 1][3], Elem());
+        }
+#pragma unroll
+        for (int dp = 0; dp < T::kDTiles / 2; ++dp) {
+            uint32_t vb[4];
+            ptx::ldmatrix_x4_trans(vb, ptx::smem_addr(sV + (ps * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride +
+                                                      dp * 16 + (lane / 16) * 8));
+            const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+#pragma unroll
+            for (int mt = 0; mt < T::kMTiles; ++mt) {
+                ptx::mma_m16n8k16(acc_o[mt][2 * dp], a[mt], b0, Elem());
+                ptx::mma_m16n8k16(acc_o[mt][2 * dp + 1], a[mt], b1, Elem());
+            }
+        }
+    }
+}
+
+}  // namespace flashattn::kernels
