@@ -21,6 +21,43 @@ struct SmemRow {
     static constexpr int kChunks = kHeadDim / kChunkElems;   // chunks per row
 };
 
+// A tile whose rows are not evenly spaced in global memory (gathered query heads, paged caches):
+// row r comes from row_ptr(r), called only for r < valid_rows. `any_row` is a readable address for the zero-filled
+// chunks' (unused) source operand.
+template <int kRows, int kHeadDim, int kThreads, typename Elem, typename RowPtr>
+__device__ __forceinline__ void load_rows_async(Elem* smem, RowPtr row_ptr, const Elem* any_row, int valid_rows,
+                                                int valid_cols, int tid) {
+    using Row = SmemRow<kHeadDim>;
+    constexpr int kTotal = kRows * Row::kChunks;
+#pragma unroll
+    for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
+        const int chunk = tid + i * kThreads;
+        if (kTotal % kThreads != 0 && chunk >= kTotal) break;
+        const int r = chunk / Row::kChunks;
+        const int c = (chunk % Row::kChunks) * kChunkElems;
+        const bool valid = r < valid_rows && c < valid_cols;
+        ptx::cp_async_16(ptx::smem_addr(smem + r * Row::kStride + c), valid ? row_ptr(r) + c : any_row, valid);
+    }
+}
+
+// Rows [0, valid_rows) and columns [0, valid_cols) of a shared-memory tile to scattered rows of global memory, 16
+// bytes at a time: row r goes to row_ptr(r), called only for r < valid_rows.
+template <int kRows, int kHeadDim, int kThreads, typename Elem, typename RowPtr>
+__device__ __forceinline__ void store_rows(RowPtr row_ptr, const Elem* smem, int valid_rows, int valid_cols,
+                                           int tid) {
+    using Row = SmemRow<kHeadDim>;
+    constexpr int kTotal = kRows * Row::kChunks;
+#pragma unroll
+    for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
+        const int chunk = tid + i * kThreads;
+        if (kTotal % kThreads != 0 && chunk >= kTotal) break;
+        const int r = chunk / Row::kChunks;
+        const int c = (chunk % Row::kChunks) * kChunkElems;
+        if (r < valid_rows && c < valid_cols)
+            ptx::st_global_16(row_ptr(r) + c, ptx::ld_shared_16(ptx::smem_addr(smem + r * Row::kStride + c)));
+    }
+}
+
 // Start an asynchronous copy of rows [0, kRows) of a tile from global memory into shared memory `smem`.
 // Row r comes from gmem + r * row_stride; rows >= valid_rows and columns >= valid_cols (a multiple of 8) are
 // zero-filled, so padded rows and head dims contribute nothing to any product.
@@ -47,17 +84,8 @@ __device__ __forceinline__ void load_tile_async(Elem* smem, const Elem* gmem, in
         }
     } else {
         // Rows of a chunk count that does not divide the block (head dims 96, 192): chunk by chunk.
-        constexpr int kTotal = kRows * Row::kChunks;
-#pragma unroll
-        for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
-            const int chunk = tid + i * kThreads;
-            if (kTotal % kThreads != 0 && chunk >= kTotal) break;
-            const int r = chunk / Row::kChunks;
-            const int c = (chunk % Row::kChunks) * kChunkElems;
-            const bool valid = r < valid_rows && c < valid_cols;
-            ptx::cp_async_16(ptx::smem_addr(smem + r * Row::kStride + c), valid ? gmem + r * row_stride + c : gmem,
-                             valid);
-        }
+        load_rows_async<kRows, kHeadDim, kThreads>(
+            smem, [&](int r) { return gmem + r * row_stride; }, gmem, valid_rows, valid_cols, tid);
     }
 }
 
@@ -65,53 +93,8 @@ __device__ __forceinline__ void load_tile_async(Elem* smem, const Elem* gmem, in
 template <int kRows, int kHeadDim, int kThreads, typename Elem>
 __device__ __forceinline__ void store_tile(Elem* gmem, const Elem* smem, int64_t row_stride, int valid_rows,
                                            int valid_cols, int tid) {
-    using Row = SmemRow<kHeadDim>;
-    constexpr int kTotal = kRows * Row::kChunks;
-#pragma unroll
-    for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
-        const int chunk = tid + i * kThreads;
-        if (kTotal % kThreads != 0 && chunk >= kTotal) break;
-        const int r = chunk / Row::kChunks;
-        const int c = (chunk % Row::kChunks) * kChunkElems;
-        if (r < valid_rows && c < valid_cols)
-            ptx::st_global_16(gmem + r * row_stride + c, ptx::ld_shared_16(ptx::smem_addr(smem + r * Row::kStride + c)));
-    }
-}
-
-// load_tile_async for tiles whose rows are not evenly spaced in global memory (gathered query heads, paged caches):
-// row r comes from row_ptr(r), called only for r < valid_rows. `any_row` is a readable address for the zero-filled
-// chunks' (unused) source operand.
-template <int kRows, int kHeadDim, int kThreads, typename Elem, typename RowPtr>
-__device__ __forceinline__ void load_rows_async(Elem* smem, RowPtr row_ptr, const Elem* any_row, int valid_rows,
-                                                int valid_cols, int tid) {
-    using Row = SmemRow<kHeadDim>;
-    constexpr int kTotal = kRows * Row::kChunks;
-#pragma unroll
-    for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
-        const int chunk = tid + i * kThreads;
-        if (kTotal % kThreads != 0 && chunk >= kTotal) break;
-        const int r = chunk / Row::kChunks;
-        const int c = (chunk % Row::kChunks) * kChunkElems;
-        const bool valid = r < valid_rows && c < valid_cols;
-        ptx::cp_async_16(ptx::smem_addr(smem + r * Row::kStride + c), valid ? row_ptr(r) + c : any_row, valid);
-    }
-}
-
-// store_tile for rows scattered in global memory: row r goes to row_ptr(r), called only for r < valid_rows.
-template <int kRows, int kHeadDim, int kThreads, typename Elem, typename RowPtr>
-__device__ __forceinline__ void store_rows(RowPtr row_ptr, const Elem* smem, int valid_rows, int valid_cols,
-                                           int tid) {
-    using Row = SmemRow<kHeadDim>;
-    constexpr int kTotal = kRows * Row::kChunks;
-#pragma unroll
-    for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
-        const int chunk = tid + i * kThreads;
-        if (kTotal % kThreads != 0 && chunk >= kTotal) break;
-        const int r = chunk / Row::kChunks;
-        const int c = (chunk % Row::kChunks) * kChunkElems;
-        if (r < valid_rows && c < valid_cols)
-            ptx::st_global_16(row_ptr(r) + c, ptx::ld_shared_16(ptx::smem_addr(smem + r * Row::kStride + c)));
-    }
+    store_rows<kRows, kHeadDim, kThreads>([&](int r) { return gmem + r * row_stride; }, smem, valid_rows, valid_cols,
+                                          tid);
 }
 
 }  // namespace flashattn::kernels
