@@ -4,6 +4,8 @@
 # summary is printed last.
 #   FLASHATTN_CUDA_ARCHS   GPU targets to build (default: this GPU's, e.g. 90a on an H100)
 #   FLASHATTN_BENCH_ARGS   extra arguments for bench/bench_sweep.py and bench/bench_python.py (e.g. "--quick")
+#   FLASHATTN_DECODE_ARGS  arguments for bench/bench_decode.py (default "--quick"; "" for the whole decode sweep)
+# One call of the device tool may run 10 minutes: with every step on, pass --quick to the benchmarks or skip some.
 #   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1 / FLASHATTN_SKIP_PYTHON=1   skip those steps
 # The Python package is installed with pip (no build isolation: the machine may be offline, so scikit-build-core and
 # nanobind must be installed) into a folder of its own, and its tests and benchmark run against that installation
@@ -120,6 +122,12 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1
      > "$out/bench_python.log" 2>&1)
   note "bench_python: rc $? in $(( $(date +%s) - t0 )) s"
   tail -8 "$out/bench_python.log"
+  # KV-cache decode against SDPA, with the device copy bandwidth of the same run.
+  t0=$(date +%s)
+  (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out "$out" ${FLASHATTN_DECODE_ARGS:---quick} \
+     > "$out/bench_decode.log" 2>&1)
+  note "bench_decode: rc $? in $(( $(date +%s) - t0 )) s"
+  tail -20 "$out/bench_decode.log"
 fi
 
 echo "==== summary"
