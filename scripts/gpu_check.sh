@@ -124,7 +124,7 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1
   tail -8 "$out/bench_python.log"
   # KV-cache decode against SDPA, with the device copy bandwidth of the same run.
   t0=$(date +%s)
-  (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out "$out" ${FLASHATTN_DECODE_ARGS:---quick} \
+  (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out "$out" ${FLASHATTN_DECODE_ARGS---quick} \
      > "$out/bench_decode.log" 2>&1)
   note "bench_decode: rc $? in $(( $(date +%s) - t0 )) s"
   tail -20 "$out/bench_decode.log"
