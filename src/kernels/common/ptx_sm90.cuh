@@ -1,0 +1,207 @@
+// Thin, named wrappers over the Hopper (sm_90 / sm_90a) PTX the Hopper kernels are built from: mbarriers, the
+// bulk tensor copy engine (TMA), async-proxy fences, wgmma's fence / commit / wait and shared-memory descriptors,
+// setmaxnreg and named barriers. The wgmma multiply-adds themselves are in wgmma_ops.cuh (generated).
+//
+// Every wrapper compiles for every target; in a pass for an architecture without the instruction (sm_80, or plain
+// sm_90 for the sm_90a-only wgmma and setmaxnreg) it traps, so a kernel built from them must only be launched on a
+// device of the right architecture (the dispatch's job).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/ptx.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FLASHATTN_SM90 1
+#else
+#define FLASHATTN_SM90 0
+#endif
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FLASHATTN_SM90A 1
+#else
+#define FLASHATTN_SM90A 0
+#endif
+
+namespace flashattn::ptx {
+
+// ----- mbarrier: a shared-memory barrier that also counts bytes delivered by the copy engine ------------------------
+
+// Initialise with the number of arrivals that complete a phase.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
+#if FLASHATTN_SM90
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(arrivals));
+#else
+    (void)bar, (void)arrivals;
+    __trap();
+#endif
+}
+
+// Make initialised mbarriers visible to the copy engine (before the __syncthreads that publishes them).
+__device__ __forceinline__ void fence_mbarrier_init() {
+#if FLASHATTN_SM90
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
+// One arrival that also announces `bytes` the copy engine will deliver in this phase.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if FLASHATTN_SM90
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+#else
+    (void)bar, (void)bytes;
+    __trap();
+#endif
+}
+
+// A plain arrival (consumers releasing a stage back to the producer).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+#if FLASHATTN_SM90
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+#else
+    (void)bar;
+    __trap();
+#endif
+}
+
+// Wait until the phase with parity `phase` (0 or 1) has completed.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t phase) {
+#if FLASHATTN_SM90
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "wait_loop:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra wait_loop;\n}\n" ::"r"(smem_addr(bar)),
+        "r"(phase)
+        : "memory");
+#else
+    (void)bar, (void)phase;
+    __trap();
+#endif
+}
+
+// ----- the bulk tensor copy engine (TMA) --------------------------------------------------------------------------
+
+// Copy the box at coordinates (x = innermost, y) of the tensor `map` (a __grid_constant__ CUtensorMap) into shared
+// memory `dst`, completing on `bar` (which must expect the box's bytes).
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, uint64_t* bar, int x, int y) {
+#if FLASHATTN_SM90
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
+        "[%2];\n" ::"r"(smem_addr(dst)),
+        "l"(map), "r"(smem_addr(bar)), "r"(x), "r"(y)
+        : "memory");
+#else
+    (void)dst, (void)map, (void)bar, (void)x, (void)y;
+    __trap();
+#endif
+}
+
+// The same for a 3-D tensor (x innermost).
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* map, uint64_t* bar, int x, int y, int z) {
+#if FLASHATTN_SM90
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+        "[%2];\n" ::"r"(smem_addr(dst)),
+        "l"(map), "r"(smem_addr(bar)), "r"(x), "r"(y), "r"(z)
+        : "memory");
+#else
+    (void)dst, (void)map, (void)bar, (void)x, (void)y, (void)z;
+    __trap();
+#endif
+}
+
+// Shared memory written by ordinary stores that the copy engine or wgmma reads next: each writing thread fences
+// before the barrier that hands the data over.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if FLASHATTN_SM90
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
+// ----- wgmma bookkeeping (the multiply-adds: wgmma_ops.cuh) ------------------------------------------------------
+
+// Orders this warpgroup's register and shared-memory accesses before the wgmma operations that follow.
+__device__ __forceinline__ void wgmma_fence() {
+#if FLASHATTN_SM90A
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
+// Closes the group of wgmma operations issued since the last commit.
+__device__ __forceinline__ void wgmma_commit() {
+#if FLASHATTN_SM90A
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
+// Waits until at most kPending committed groups are still running.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+#if FLASHATTN_SM90A
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+#else
+    __trap();
+#endif
+}
+
+// Keeps the compiler from moving accesses to an accumulator across a wgmma fence / wait.
+template <int kRegs>
+__device__ __forceinline__ void fence_registers(float (&r)[kRegs]) {
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// A shared-memory matrix descriptor for a K-major tile of 128-byte rows (64 16-bit elements) in the 128-byte swizzle
+// the copy engine writes with CU_TENSOR_MAP_SWIZZLE_128B: rows grouped by 8 (1024 bytes, the stride between groups),
+// the tile 1024-byte aligned. Advancing k by 16 elements inside the row adds 32 bytes to the start address.
+//   bits 0-13 start address >> 4 | 16-29 leading byte offset >> 4 (unused with this swizzle: 1)
+//   | 32-45 stride byte offset >> 4 | 62-63 swizzle mode (1: 128-byte)
+constexpr uint64_t kDescSwizzle128B = 1;
+constexpr uint32_t kSwizzleRowGroupBytes = 1024;
+__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t smem_byte_addr) {
+    uint64_t desc = 0;
+    desc |= static_cast<uint64_t>((smem_byte_addr & 0x3FFFF) >> 4);
+    desc |= static_cast<uint64_t>(1) << 16;
+    desc |= static_cast<uint64_t>(kSwizzleRowGroupBytes >> 4) << 32;
+    desc |= kDescSwizzle128B << 62;
+    return desc;
+}
+
+// ----- registers and barriers -------------------------------------------------------------------------------------
+
+// Raise / lower this warpgroup's register budget (producer warpgroups give registers to the consumers).
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if FLASHATTN_SM90A
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#else
+    __trap();
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if FLASHATTN_SM90A
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#else
+    __trap();
+#endif
+}
+
+// Named barrier `id` (1..15; 0 is __syncthreads') for `threads` threads, a multiple of 32.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace flashattn::ptx

@@ -1,0 +1,20 @@
+// Tensor maps for the bulk tensor copy engine (TMA), built on the host and passed to kernels by value as
+// __grid_constant__ parameters. The driver's encoder is reached through the runtime (cudaGetDriverEntryPoint...),
+// so nothing links libcuda directly.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "common/params.h"
+
+namespace flashattn::kernels {
+
+// A 2-D map over rows of a 16-bit tensor: `cols` elements per row (innermost, contiguous), `rows` rows
+// `row_stride_elems` apart; boxes of box_cols x box_rows elements, written to shared memory in the 128-byte swizzle
+// (box_cols * 2 must be 128 bytes or less). Elements outside the tensor read as zero.
+CUtensorMap make_tensor_map_2d_sw128(const void* base, ElemType dtype, uint64_t cols, uint64_t rows,
+                                     uint64_t row_stride_elems, uint32_t box_cols, uint32_t box_rows);
+
+}  // namespace flashattn::kernels
