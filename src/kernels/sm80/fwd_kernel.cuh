@@ -86,15 +86,7 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
     // Per-thread state: S and O accumulators, running row max (in score units) and partial row sums.
     float acc_o[T::kMTiles][T::kDTiles][4];
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
-#pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt) {
-#pragma unroll
-        for (int dt = 0; dt < T::kDTiles; ++dt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc_o[mt][dt][i] = 0.f;
-        row_max[mt][0] = row_max[mt][1] = -INFINITY;
-        row_sum[mt][0] = row_sum[mt][1] = 0.f;
-    }
+    start_rows<T>(acc_o, row_max, row_sum);
 
     // Run-time score modifiers. With softcap or ALiBi the scores are turned into final natural-log units first;
     // otherwise the raw q.k scores are kept and the softmax scale is folded into the exp2 multiplier.

@@ -118,15 +118,7 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
 
     float acc_o[T::kMTiles][T::kDTiles][4];
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
-#pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt) {
-#pragma unroll
-        for (int dt = 0; dt < T::kDTiles; ++dt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc_o[mt][dt][i] = 0.f;
-        row_max[mt][0] = row_max[mt][1] = -INFINITY;
-        row_sum[mt][0] = row_sum[mt][1] = 0.f;
-    }
+    start_rows<T>(acc_o, row_max, row_sum);
     const bool transform_scores = p.softcap > 0.f || p.alibi_slopes != nullptr;
     const float exp2_mult = transform_scores ? kLog2e : p.scale_log2;
     const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;

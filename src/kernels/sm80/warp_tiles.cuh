@@ -1,5 +1,6 @@
 // The warp-level steps every Ampere-class attention main loop shares (the forward and kv-cache kernels): a warp
 // owns T::kMTiles m16 tiles of query rows; S and O live in its registers in the mma.sync C layout.
+//   start_rows:     O = 0, running max -inf, running sums 0
 //   scores_tile:    S = Q K^T against the T::kBlockN keys of a shared-memory K tile
 //   online_softmax: P = exp2(S * mult - running max * mult), rescaling O and the running row sums
 //   accumulate_pv:  O += P V, P taken straight from the S registers (the C layout of two n8 tiles is the A layout of
@@ -13,6 +14,20 @@
 #include "kernels/common/ptx.cuh"
 
 namespace flashattn::kernels {
+
+template <class T>
+__device__ __forceinline__ void start_rows(float (&acc_o)[T::kMTiles][T::kDTiles][4], float (&row_max)[T::kMTiles][2],
+                                           float (&row_sum)[T::kMTiles][2]) {
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt) {
+#pragma unroll
+        for (int dt = 0; dt < T::kDTiles; ++dt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc_o[mt][dt][i] = 0.f;
+        row_max[mt][0] = row_max[mt][1] = -INFINITY;
+        row_sum[mt][0] = row_sum[mt][1] = 0.f;
+    }
+}
 
 // load_a(a, mt, ks) fills the A fragment of m16 tile mt at k16 step ks (from registers or shared memory).
 template <class T, class LoadA>
