@@ -1,122 +1,328 @@
 #!/usr/bin/env python3
-"""KV-cache decode: flashattn's flash_attn_with_kvcache against PyTorch SDPA (cuDNN and flash backends) on the
-contiguous cache, in one process, reporting achieved bandwidth against the device copy bandwidth measured in the
-same run.
+"""KV-cache decode: flashattn's flash_attn_with_kvcache against PyTorch SDPA on a contiguous cache, in one process,
+as achieved memory bandwidth next to the device copy bandwidth measured in the same run.
 
-Shapes (the decode anchors' of ../shared/anchors): bf16, nheads_q 32 with nheads_k 8 or 32, head dim 128, seqlen_q
-1 or 4, batch 1..64, cache length 1k..64k, dense caches and paged ones (page 16, 64, 256, blocks in random order),
-every sequence's cache full to the length, nothing appended, causal. GB/s = (bytes of K and V read once + q + out)
-/ median time, CUDA events after warm-up. flashattn runs with num_splits=0 (its heuristic) and num_splits=1 (no
-split), to show what split-KV buys.
+Shapes (the decode anchors' of ../shared/anchors/README.md, widened): bf16, nheads_q 32 with nheads_k 8 or 32, head
+dim 128, seqlen_q 1 or 4, batch 1/4/16/64, cache length 1k/4k/16k/64k; flashattn on a dense cache and on paged ones
+(page 16, 64, 256; block_table a random permutation of the blocks). Every sequence's cache is full to the length
+(cache_seqlens an int32 tensor), nothing is appended (k = v = None), causal. Configurations whose K and V caches
+would exceed MEMORY_BUDGET_BYTES are skipped with a note.
 
-    python3 bench/bench_decode.py --out $OUT [--quick]
+Metric, as the anchors': bytes = K and V of the cache read once (batch * cache_len * nheads_k * hdim * 2 bytes, for
+each) + q + out; TB/s = bytes / median time. "of copy" is that over the bandwidth of a 2 GiB device-to-device copy
+(bytes read + written), measured at the start of the run. flashattn runs with num_splits=0 (its heuristic) and
+num_splits=1 (no split): "gain" is the no-split time over the default's, what split-KV buys.
+
+Baseline: torch.nn.functional.scaled_dot_product_attention with each of the cuDNN, flash and efficient backends on a
+contiguous (batch, heads, seqlen, hdim) cache of the same shape (the layout SDPA users keep their caches in), GQA by
+enable_gqa=True (or, on a torch without it, K and V repeated to nheads_q outside the timing), over the whole cache:
+is_causal=False for seqlen_q 1, a bottom-right causal boolean attn_mask (built outside the timing) for seqlen_q > 1.
+A backend that refuses is recorded with null times and its error's first line. SDPA is timed once per shape; the
+paged records carry the same SDPA figures. "SDPA/ours" = the fastest backend's time over flashattn's.
+
+Timing: only the attention call, between CUDA events, after warm-up; an L2 flush (a 256 MiB memset) precedes every
+timed call, outside the events, and the calls are queued without a host sync in between (as triton's do_bench,
+which the anchors used), so neither L2 residency of small caches nor the host's launch latency is measured.
+
+    python3 bench/bench_decode.py --out $OUT [--quick] [--batches 1 64] [--cache-lens 4096] [--pages 0 256]
+
+--quick: batch 1 and 64, cache 4k and 16k, fewer repetitions. Writes $OUT/bench_decode.json ({"meta", "summary",
+"records"}: one record per configuration; meta holds the copy bandwidth). Without a CUDA GPU it says so and exits 0.
 """
 import argparse
 import datetime
 import json
+import math
 import os
-import subprocess
+import shlex
+import statistics
 import sys
+import warnings
+import zlib
 
-from bench_sweep import median_ms
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
-DTYPE_BYTES = 2  # bf16
+# bench_python.py and bench_sweep.py define things only at import (their main() is guarded); they sit beside this
+# file, on sys.path[0].
+from bench_python import commit_id, first_line
+from bench_sweep import geomean
+
+DEVICE = "cuda"  # a module constant so that a CPU dry run can point the shape code elsewhere
+DTYPE = torch.bfloat16
+DTYPE_BYTES = 2
 HEAD_DIM = 128
 NHEADS_Q = 32
-NHEADS_K = (8, 32)
-SEQLENS_Q = (1, 4)
-BATCHES = (1, 4, 16, 64)
-CACHE_LENS = (1024, 4096, 16384, 65536)
-PAGE_SIZES = (None, 16, 64, 256)  # None: dense
-QUICK = {"batches": (1, 64), "cache_lens": (4096, 16384), "nheads_k": (8,), "seqlens_q": (1,), "pages": (None, 256)}
-MEMORY_BUDGET_BYTES = 40 << 30  # the K and V caches of one configuration
-COPY_BYTES = 2 << 30            # the device copy that sets the bandwidth ceiling
+NHEADS_K = [8, 32]
+SEQLENS_Q = [1, 4]
+BATCHES = [1, 4, 16, 64]
+QUICK_BATCHES = [1, 64]
+CACHE_LENS = [1024, 4096, 16384, 65536]
+QUICK_CACHE_LENS = [4096, 16384]
+DENSE = 0  # the page size that stands for a dense cache
+PAGE_SIZES = [DENSE, 16, 64, 256]
+SPLITS_HEURISTIC, SPLITS_NONE = 0, 1  # flash_attn_with_kvcache's num_splits: 0 lets flashattn choose
+SDPA_BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+                 "efficient": SDPBackend.EFFICIENT_ATTENTION}
+
 WARMUP, REPS = 5, 30
-GIGA = 1e9
-US_PER_MS = 1000.0
+QUICK_WARMUP, QUICK_REPS = 3, 10
+GIB = 1 << 30
+MIB = 1 << 20
+MEMORY_BUDGET_BYTES = 40 * GIB  # K + V caches of one configuration: leaves room on an 80 GB H100 for the rest
+COPY_BYTES = 2 * GIB            # large enough that launch overhead and L2 do not count
+COPY_WARMUP, COPY_REPS = 3, 15
+L2_FLUSH_BYTES = 256 * MIB      # several times any L2 so far (H100 50 MB, H200 50 MB), as triton's do_bench
+TERA = 1e12
+US_PER_MS = 1e3
+US_PER_S = 1e6
+
+JSON_NAME = "bench_decode.json"
 
 
-def copy_bandwidth_gbs(torch):
-    """Device-to-device copy bandwidth, counting the bytes read and written."""
-    src = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
+# ----- timing ---------------------------------------------------------------------------------------------------------
+def time_us(fn, warmup, reps, flush=None):
+    """Median microseconds of fn() between CUDA events; `flush` (a tensor) is zeroed before each timed call.
+
+    The calls are queued without a host sync between them: the flush's kernel covers the host's time to launch
+    fn, so the events see the GPU's time for fn alone (a per-call sync would add the launch latency, which is of
+    the order of a small decode's whole time)."""
+    for _ in range(warmup):
+        fn()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for start, stop in events:
+        if flush is not None:
+            flush.zero_()
+        start.record()
+        fn()
+        stop.record()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(stop) for start, stop in events) * US_PER_MS
+
+
+def time_or_error(fn, warmup, reps, flush):
+    """(median us, None), or (None, the error's first line) where the call is refused."""
+    try:
+        return time_us(fn, warmup, reps, flush), None
+    except RuntimeError as err:  # flashattn.Error, SDPA's "no available kernel" and out-of-memory are RuntimeErrors
+        return None, first_line(err)
+
+
+def copy_bandwidth_tbs():
+    """Device-to-device copy bandwidth in TB/s, counting the bytes read and those written: the ceiling for decode."""
+    src = torch.empty(COPY_BYTES, dtype=torch.uint8, device=DEVICE)
     dst = torch.empty_like(src)
-    ms = median_ms(lambda: dst.copy_(src), WARMUP, REPS)
-    return 2 * COPY_BYTES / (ms / US_PER_MS) / GIGA
+    us = time_us(lambda: dst.copy_(src), COPY_WARMUP, COPY_REPS)
+    src = dst = None  # drop the buffers, then give their 4 GiB back before the largest caches are allocated
+    torch.cuda.empty_cache()
+    return 2 * COPY_BYTES / (us / US_PER_S) / TERA
+
+
+# ----- shapes ---------------------------------------------------------------------------------------------------------
+def cache_bytes(batch, nheads_k, cache_len):
+    """Bytes of the K and V caches of one configuration."""
+    return 2 * batch * cache_len * nheads_k * HEAD_DIM * DTYPE_BYTES
 
 
 def traffic_bytes(batch, seqlen_q, nheads_k, cache_len):
-    kv = 2 * batch * cache_len * nheads_k * HEAD_DIM * DTYPE_BYTES
+    """The bytes a decode step must move at least: K and V read once, q read and out written."""
     q_and_out = 2 * batch * seqlen_q * NHEADS_Q * HEAD_DIM * DTYPE_BYTES
-    return kv + q_and_out
+    return cache_bytes(batch, nheads_k, cache_len) + q_and_out
 
 
-def run_config(torch, batch, seqlen_q, nheads_k, cache_len, page):
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+def tbs(nbytes, us):
+    return nbytes / (us / US_PER_S) / TERA if us else None
 
+
+def shape_seed(nheads_k, seqlen_q, batch, cache_len):
+    """A generator seed of the shape's numbers: distinct inputs per shape, the same in every run (a checksum, not
+    hash(): that of a str changes between runs, and the seed must fit 64 bits)."""
+    return zlib.crc32(f"{nheads_k},{seqlen_q},{batch},{cache_len}".encode())
+
+
+def bottom_right_causal_mask(seqlen_q, cache_len):
+    """Boolean (seqlen_q, cache_len), True where attended: the last query sees the whole cache, query i the keys
+    j <= i + cache_len - seqlen_q (flash_attn's causal alignment when seqlen_q < seqlen_k)."""
+    rows = torch.arange(seqlen_q, device=DEVICE).view(-1, 1)
+    return torch.arange(cache_len, device=DEVICE).view(1, -1) <= rows + (cache_len - seqlen_q)
+
+
+def sdpa_has_enable_gqa():
+    """Whether this torch's SDPA takes enable_gqa (2.5 and later): tried on tiny CPU tensors."""
+    q, kv = torch.zeros(1, 2, 1, 8), torch.zeros(1, 1, 1, 8)
+    try:
+        F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+        return True
+    except (TypeError, RuntimeError):
+        return False
+
+
+# ----- measurement ----------------------------------------------------------------------------------------------------
+def run_sdpa(q, gen, batch, nheads_k, cache_len, native_gqa, warmup, reps, flush):
+    """{backend: (us, error)} for SDPA over a contiguous (batch, heads, seqlen, hdim) cache of the shape."""
+    seqlen_q = q.shape[1]
+    repeats = NHEADS_Q // nheads_k
+    if not native_gqa and repeats > 1:
+        needed = cache_bytes(batch, nheads_k, cache_len) * (1 + repeats)  # the caches and their repeated copies
+        if needed > MEMORY_BUDGET_BYTES:
+            note = (f"skipped: K/V repeated to {NHEADS_Q} heads would need {needed / GIB:.1f} GiB, over the "
+                    f"{MEMORY_BUDGET_BYTES / GIB:g} GiB budget")
+            return {name: (None, note) for name in SDPA_BACKENDS}
+    k = torch.randn(batch, nheads_k, cache_len, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
+    v = torch.randn(batch, nheads_k, cache_len, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
+    kwargs = {}
+    if native_gqa:
+        kwargs["enable_gqa"] = True
+    elif repeats > 1:  # no enable_gqa on this torch: SDPA gets nheads_q K/V heads, copied here, outside the timing
+        k, v = k.repeat_interleave(repeats, dim=1), v.repeat_interleave(repeats, dim=1)
+    qt = q.transpose(1, 2).contiguous()  # (batch, nheads_q, seqlen_q, hdim), like the cache
+    if seqlen_q == 1:  # the one query is the last position: it sees the whole cache
+        kwargs["is_causal"] = False
+    else:  # SDPA's is_causal is top-left aligned; decode needs bottom-right, hence an explicit mask
+        kwargs["attn_mask"] = bottom_right_causal_mask(seqlen_q, cache_len)
+
+    results = {}
+    for name, backend in SDPA_BACKENDS.items():
+        # A refusing backend explains itself in UserWarnings before raising; keep them off the table.
+        with warnings.catch_warnings(), sdpa_kernel(backend):
+            warnings.simplefilter("ignore")
+            results[name] = time_or_error(lambda: F.scaled_dot_product_attention(qt, k, v, **kwargs), warmup, reps,
+                                          flush)
+    return results
+
+
+def run_flashattn(q, k_cache, v_cache, lengths, block_table, warmup, reps, flush):
+    """{"flashattn": (us, error), "nosplit": (us, error)}: num_splits 0 (heuristic) and 1 (no split)."""
     from flashattn import flash_attn_with_kvcache
 
-    gen = torch.Generator(device="cuda").manual_seed(batch * 7 + cache_len)
-    randn = lambda *shape: torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=gen)
-    q = randn(batch, seqlen_q, NHEADS_Q, HEAD_DIM)
-    k_dense, v_dense = randn(batch, cache_len, nheads_k, HEAD_DIM), randn(batch, cache_len, nheads_k, HEAD_DIM)
-    lengths = torch.full((batch,), cache_len, dtype=torch.int32, device="cuda")
-    block_table = None
-    k_cache, v_cache = k_dense, v_dense
-    if page:
-        pages_per_seq = -(-cache_len // page)
-        order = torch.randperm(batch * pages_per_seq, device="cuda", generator=gen)
-        block_table = order.view(batch, pages_per_seq).to(torch.int32)
-        # Physical block order[i] holds logical page i (sequence i // pages_per_seq): the same data as the dense cache.
-        k_cache = torch.empty(batch * pages_per_seq, page, nheads_k, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
-        v_cache = torch.empty_like(k_cache)
-        k_cache[order] = k_dense.view(batch * pages_per_seq, page, nheads_k, HEAD_DIM)
-        v_cache[order] = v_dense.view(batch * pages_per_seq, page, nheads_k, HEAD_DIM)
-
-    row = {"batch": batch, "seqlen_q": seqlen_q, "nheads_q": NHEADS_Q, "nheads_k": nheads_k, "head_dim": HEAD_DIM,
-           "cache_len": cache_len, "page_size": page, "bytes": traffic_bytes(batch, seqlen_q, nheads_k, cache_len)}
-
-    def flashattn_call(splits):
-        return lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=block_table,
+    results = {}
+    for name, splits in (("flashattn", SPLITS_HEURISTIC), ("nosplit", SPLITS_NONE)):
+        call = lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=block_table,
                                                causal=True, num_splits=splits)
+        results[name] = time_or_error(call, warmup, reps, flush)
+    return results
 
-    for name, splits in (("flashattn", 0), ("flashattn_nosplit", 1)):
-        try:
-            row[f"{name}_us"] = median_ms(flashattn_call(splits), WARMUP, REPS) * US_PER_MS
-        except RuntimeError as err:
-            row[f"{name}_us"] = None
-            row[f"{name}_error"] = str(err).splitlines()[0]
 
-    if page is None:  # SDPA reads the contiguous cache: once per cache length, not per page size
-        qt = q.transpose(1, 2)
-        kt, vt = k_dense.transpose(1, 2), v_dense.transpose(1, 2)
-        # Bottom-right causal for seqlen_q > 1: query i sees keys j <= i + cache_len - seqlen_q (built outside timing).
-        mask = None
-        if seqlen_q > 1:
-            rows = torch.arange(seqlen_q, device="cuda").view(-1, 1)
-            mask = torch.arange(cache_len, device="cuda").view(1, -1) <= rows + cache_len - seqlen_q
-        for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
-            try:
-                with sdpa_kernel(backend):
-                    call = lambda: F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, enable_gqa=True)
-                    row[f"{name}_us"] = median_ms(call, WARMUP, REPS) * US_PER_MS
-            except (RuntimeError, TypeError) as err:
-                row[f"{name}_us"] = None
-                row[f"{name}_error"] = str(err).splitlines()[0]
-    for key in [k for k in row if k.endswith("_us")]:
-        us = row[key]
-        row[key.replace("_us", "_gbs")] = row["bytes"] / (us / 1e6) / GIGA if us else None
-    return row
+def make_record(nheads_k, seqlen_q, batch, cache_len, page, ours, sdpa, copy_tbs):
+    """One configuration's record from flashattn's and SDPA's (us, error) pairs."""
+    nbytes = traffic_bytes(batch, seqlen_q, nheads_k, cache_len)
+    rec = {"nheads_q": NHEADS_Q, "nheads_k": nheads_k, "head_dim": HEAD_DIM, "seqlen_q": seqlen_q, "batch": batch,
+           "cache_len": cache_len, "page_size": page or None, "bytes": nbytes}
+    for name in ("flashattn", "nosplit"):
+        us, error = ours[name]
+        rec[f"{name}_us"], rec[f"{name}_tbs"] = us, tbs(nbytes, us)
+        if error:
+            rec[f"{name}_error"] = error
+    rec["flashattn_of_copy"] = rec["flashattn_tbs"] / copy_tbs if rec["flashattn_tbs"] and copy_tbs else None
+    rec["split_gain"] = rec["nosplit_us"] / rec["flashattn_us"] if rec["nosplit_us"] and rec["flashattn_us"] else None
+    for name in SDPA_BACKENDS:
+        us, error = sdpa[name]
+        rec[f"sdpa_{name}_us"], rec[f"sdpa_{name}_tbs"] = us, tbs(nbytes, us)
+        if error:
+            rec[f"sdpa_{name}_error"] = error
+    timed = [(rec[f"sdpa_{name}_us"], name) for name in SDPA_BACKENDS if rec[f"sdpa_{name}_us"]]
+    best_us, best = min(timed) if timed else (None, None)
+    rec["sdpa_best"], rec["sdpa_best_us"] = best, best_us
+    rec["sdpa_over_flashattn"] = best_us / rec["flashattn_us"] if best_us and rec["flashattn_us"] else None
+    return rec
+
+
+def run_shape(nheads_k, seqlen_q, batch, cache_len, pages, native_gqa, copy_tbs, warmup, reps, flush):
+    """The records of one shape: SDPA once on its contiguous cache, then flashattn dense and for each page size."""
+    gen = torch.Generator(device=DEVICE).manual_seed(shape_seed(nheads_k, seqlen_q, batch, cache_len))
+    q = torch.randn(batch, seqlen_q, NHEADS_Q, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
+    # SDPA's caches are freed when it returns, before flashattn's are made: one shape's caches at a time.
+    sdpa = run_sdpa(q, gen, batch, nheads_k, cache_len, native_gqa, warmup, reps, flush)
+    k_cache = torch.randn(batch, cache_len, nheads_k, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
+    v_cache = torch.randn(batch, cache_len, nheads_k, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
+    lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=DEVICE)
+    records = []
+    for page in pages:
+        if page == DENSE:
+            ours = run_flashattn(q, k_cache, v_cache, lengths, None, warmup, reps, flush)
+        elif cache_len % page:
+            refused = (None, f"cache length {cache_len} is not a multiple of page {page}")
+            ours = {"flashattn": refused, "nosplit": refused}
+        else:
+            # The block pool is the dense cache's storage cut into pages (no second copy, so the memory budget
+            # holds); a random permutation scatters each sequence's pages over the pool as a paged allocator's
+            # would be after some churn. Which values a page holds does not matter to the timing.
+            blocks = batch * cache_len // page
+            block_table = torch.randperm(blocks, device=DEVICE, generator=gen).view(batch, -1).to(torch.int32)
+            k_pool = k_cache.view(blocks, page, nheads_k, HEAD_DIM)
+            v_pool = v_cache.view(blocks, page, nheads_k, HEAD_DIM)
+            ours = run_flashattn(q, k_pool, v_pool, lengths, block_table, warmup, reps, flush)
+        records.append(make_record(nheads_k, seqlen_q, batch, cache_len, page, ours, sdpa, copy_tbs))
+    return records
+
+
+# ----- report ---------------------------------------------------------------------------------------------------------
+def length_label(n):
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def table_header():
+    return (f"{'hk':>3} {'sq':>2} {'batch':>5} {'cache':>5} {'page':>5} | {'ours us':>8} {'TB/s':>5} {'of copy':>7} | "
+            f"{'no-split':>8} {'gain':>5} | {'SDPA us':>8} {'backend':>9} {'SDPA/ours':>9}")
+
+
+def table_row(rec):
+    num = lambda x, width, digits: f"{x:{width}.{digits}f}" if x else f"{'-':>{width}}"
+    return (f"{rec['nheads_k']:3d} {rec['seqlen_q']:2d} {rec['batch']:5d} {length_label(rec['cache_len']):>5} "
+            f"{str(rec['page_size'] or 'dense'):>5} | {num(rec['flashattn_us'], 8, 1)} "
+            f"{num(rec['flashattn_tbs'], 5, 2)} {num(rec['flashattn_of_copy'], 7, 2)} | "
+            f"{num(rec['nosplit_us'], 8, 1)} {num(rec['split_gain'], 5, 2)} | {num(rec['sdpa_best_us'], 8, 1)} "
+            f"{rec['sdpa_best'] or '-':>9} {num(rec['sdpa_over_flashattn'], 9, 2)}")
+
+
+def new_errors(rec, seen):
+    """Lines for the errors of a record not printed before: the same refusal recurs over most shapes."""
+    lines = []
+    for key in sorted(k for k in rec if k.endswith("_error")):
+        what = key[:-len("_error")]
+        if (what, rec[key]) not in seen:
+            seen.add((what, rec[key]))
+            lines.append(f"    {what}: {rec[key]} (printed once)")
+    return lines
+
+
+def summarize(records):
+    """Geometric means over the records with both figures (None where there are none; NaN is not JSON)."""
+    def mean_of(key, keep=lambda r: True):
+        mean = geomean([r[key] for r in records if r[key] and keep(r)])
+        return None if math.isnan(mean) else mean
+
+    ratios = [r["sdpa_over_flashattn"] for r in records if r["sdpa_over_flashattn"]]
+    return {"sdpa_over_flashattn_geomean": mean_of("sdpa_over_flashattn"),
+            "sdpa_over_flashattn_min": min(ratios) if ratios else None,
+            "flashattn_of_copy_geomean": mean_of("flashattn_of_copy"),
+            "dense_flashattn_of_copy_geomean": mean_of("flashattn_of_copy", lambda r: r["page_size"] is None),
+            "paged_flashattn_of_copy_geomean": mean_of("flashattn_of_copy", lambda r: r["page_size"] is not None),
+            "split_gain_geomean": mean_of("split_gain")}
+
+
+def print_summary(summary):
+    show = lambda x: f"{x:.3f}" if x is not None else "-"
+    print(f"geometric means: flashattn of copy {show(summary['flashattn_of_copy_geomean'])} (dense "
+          f"{show(summary['dense_flashattn_of_copy_geomean'])}, paged "
+          f"{show(summary['paged_flashattn_of_copy_geomean'])}); SDPA/ours "
+          f"{show(summary['sdpa_over_flashattn_geomean'])} (min "
+          f"{show(summary['sdpa_over_flashattn_min'])}); split gain {show(summary['split_gain_geomean'])}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="out", help="folder for bench_decode.json")
-    ap.add_argument("--quick", action="store_true",
-                    help="a subset: batch 1 and 64, cache 4k and 16k, dense and page 256")
+    ap.add_argument("--out", default="out", help=f"folder for {JSON_NAME} (default ./out)")
+    ap.add_argument("--quick", action="store_true", help=f"batches {QUICK_BATCHES}, cache lengths {QUICK_CACHE_LENS}, "
+                                                         f"{QUICK_WARMUP} warm-up and {QUICK_REPS} timed runs")
+    ap.add_argument("--nheads-k", type=int, nargs="+", default=NHEADS_K, help=f"default {NHEADS_K}")
+    ap.add_argument("--seqlens-q", type=int, nargs="+", default=SEQLENS_Q, help=f"default {SEQLENS_Q}")
+    ap.add_argument("--batches", type=int, nargs="+", help=f"default {BATCHES}; overrides --quick's")
+    ap.add_argument("--cache-lens", type=int, nargs="+", help=f"default {CACHE_LENS}; overrides --quick's")
+    ap.add_argument("--pages", type=int, nargs="+", default=PAGE_SIZES,
+                    help=f"page sizes, {DENSE} for the dense cache (default {PAGE_SIZES})")
     args = ap.parse_args()
-
-    import torch
 
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing to benchmark")
@@ -124,60 +330,67 @@ def main():
     import flashattn
 
     os.makedirs(args.out, exist_ok=True)
-    batches = QUICK["batches"] if args.quick else BATCHES
-    cache_lens = QUICK["cache_lens"] if args.quick else CACHE_LENS
-    heads_k = QUICK["nheads_k"] if args.quick else NHEADS_K
-    seqlens_q = QUICK["seqlens_q"] if args.quick else SEQLENS_Q
-    pages = QUICK["pages"] if args.quick else PAGE_SIZES
+    batches = args.batches or (QUICK_BATCHES if args.quick else BATCHES)
+    cache_lens = args.cache_lens or (QUICK_CACHE_LENS if args.quick else CACHE_LENS)
+    warmup, reps = (QUICK_WARMUP, QUICK_REPS) if args.quick else (WARMUP, REPS)
+    native_gqa = sdpa_has_enable_gqa()
+    if not native_gqa:
+        print(f"note: torch {torch.__version__} has no enable_gqa: SDPA gets K/V repeated to {NHEADS_Q} heads "
+              "(copied outside the timing)")
 
-    copy_gbs = copy_bandwidth_gbs(torch)
-    print(f"device copy: {copy_gbs:.0f} GB/s (read + write)")
-    print(f"{'b':>3} {'sq':>2} {'hk':>3} {'cache':>6} {'page':>5} | {'ours us':>8} {'GB/s':>6} {'of copy':>7} "
-          f"{'nosplit':>8} | {'cuDNN us':>8} {'flash us':>8} {'x cuDNN':>7}")
-    rows = []
-    for hk in heads_k:
-        for sq in seqlens_q:
-            for b in batches:
-                for n in cache_lens:
-                    if 2 * b * n * hk * HEAD_DIM * DTYPE_BYTES > MEMORY_BUDGET_BYTES:
-                        print(f"skipped b={b} cache={n} hk={hk}: caches over the "
-                              f"{MEMORY_BUDGET_BYTES >> 30} GiB budget")
+    copy_tbs = copy_bandwidth_tbs()
+    print(f"device copy: {copy_tbs:.3f} TB/s (read + write, {COPY_BYTES // GIB} GiB, median of {COPY_REPS})")
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=DEVICE)
+    print(table_header(), flush=True)
+    records, skipped, seen_errors = [], [], set()
+    for nheads_k in args.nheads_k:
+        for seqlen_q in args.seqlens_q:
+            for batch in batches:
+                for cache_len in cache_lens:
+                    need = cache_bytes(batch, nheads_k, cache_len)
+                    if need > MEMORY_BUDGET_BYTES:
+                        skipped.append({"nheads_k": nheads_k, "seqlen_q": seqlen_q, "batch": batch,
+                                        "cache_len": cache_len, "cache_bytes": need})
+                        print(f"skipped hk={nheads_k} sq={seqlen_q} batch={batch} cache={length_label(cache_len)}: "
+                              f"K+V caches {need / GIB:.1f} GiB over the {MEMORY_BUDGET_BYTES / GIB:g} GiB budget",
+                              flush=True)
                         continue
-                    dense_row = None
-                    for page in pages:
-                        r = run_config(torch, b, sq, hk, n, page)
-                        if page is None:
-                            dense_row = r
-                        elif dense_row:  # SDPA was timed on the dense cache of the same shape
-                            for key in ("sdpa_cudnn_us", "sdpa_flash_us", "sdpa_cudnn_gbs", "sdpa_flash_gbs"):
-                                r[key] = dense_row.get(key)
-                        r["flashattn_of_copy"] = r["flashattn_gbs"] / copy_gbs if r.get("flashattn_gbs") else None
-                        rows.append(r)
-                        fmt = lambda x, w=8, d=1: f"{x:{w}.{d}f}" if x else f"{'-':>{w}}"
-                        ratio = (r["sdpa_cudnn_us"] / r["flashattn_us"]
-                                 if r.get("sdpa_cudnn_us") and r.get("flashattn_us") else None)
-                        print(f"{b:3d} {sq:2d} {hk:3d} {n:6d} {str(page or 'dense'):>5} | {fmt(r['flashattn_us'])} "
-                              f"{fmt(r['flashattn_gbs'], 6, 0)} {fmt(r['flashattn_of_copy'], 7, 2)} "
-                              f"{fmt(r['flashattn_nosplit_us'])} | {fmt(r.get('sdpa_cudnn_us'))} "
-                              f"{fmt(r.get('sdpa_flash_us'))} {fmt(ratio, 7, 2)}", flush=True)
-    try:
-        commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "HEAD"],
-                                capture_output=True, text=True).stdout.strip() or None
-    except OSError:
-        commit = None
+                    shape_records = run_shape(nheads_k, seqlen_q, batch, cache_len, args.pages, native_gqa,
+                                              copy_tbs, warmup, reps, flush)
+                    for rec in shape_records:
+                        print(table_row(rec), flush=True)
+                        for line in new_errors(rec, seen_errors):
+                            print(line, flush=True)
+                    records += shape_records
+                    torch.cuda.empty_cache()  # the next shape's caches may need the space in one piece
+
+    summary = summarize(records)
+    print_summary(summary)
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
         "flashattn": flashattn.__version__,
-        "commit": os.environ.get("FLASHATTN_COMMIT", commit),
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "copy_gbs": copy_gbs,
-        "warmup": WARMUP, "repetitions": REPS,
+        "commit": commit_id(),
+        "command": shlex.join([os.path.basename(sys.executable)] + sys.argv),
+        "dtype": "bfloat16", "head_dim": HEAD_DIM, "nheads_q": NHEADS_Q, "causal": True,
+        "warmup": warmup, "repetitions": reps,
+        "copy_bytes": COPY_BYTES, "copy_tbs": copy_tbs, "copy_note": "device-to-device tensor.copy_, read + write",
+        "memory_budget_bytes": MEMORY_BUDGET_BYTES, "skipped": skipped,
+        "bytes": "2 * batch * cache_len * nheads_k * head_dim * 2 (K and V once) + q + out",
+        "timing": f"median of CUDA-event times of the attention call alone, a {L2_FLUSH_BYTES // MIB} MiB L2 flush "
+                  "before each, no host sync between calls",
+        "sdpa": "contiguous (batch, heads, seqlen, hdim) cache, timed once per shape (paged records repeat it); "
+                + ("enable_gqa=True" if native_gqa else f"K/V repeat_interleave'd to {NHEADS_Q} heads untimed")
+                + "; seqlen_q 1: is_causal=False; seqlen_q > 1: bottom-right causal boolean attn_mask",
+        "sdpa_gqa": "enable_gqa" if native_gqa else "repeat_interleave",
     }
-    with open(os.path.join(args.out, "bench_decode.json"), "w") as fh:
-        json.dump({"meta": meta, "rows": rows}, fh, indent=1)
+    json_path = os.path.join(args.out, JSON_NAME)
+    with open(json_path, "w") as fh:
+        json.dump({"meta": meta, "summary": summary, "records": records}, fh, indent=1)
+    print(f"wrote {json_path}")
     return 0
 
 
