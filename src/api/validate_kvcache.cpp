@@ -216,10 +216,14 @@ AttnDims validate(const KvCacheArgs& a) {
     } else if (d.rotary_dim > 0) {
         // Lengths are known only for the scalar cache_seqlen; with device cache_seqlens the table must cover the
         // whole cache, as FlashAttention asks.
-        const int64_t need = a.cache_seqlens.present() ? d.seqlen_k : rotary_positions_needed(d, d.cache_seqlen, q_per_row);
+        // Any length up to capacity - seqlen_new is possible: the positions the longest of them rotates.
+        const int64_t need = a.cache_seqlens.present()
+                                 ? std::max<int64_t>(d.seqlen_k, rotary_positions_needed(d, d.seqlen_k - d.seqlen_new,
+                                                                                         q_per_row))
+                                 : rotary_positions_needed(d, d.cache_seqlen, q_per_row);
         if (d.seqlen_ro < need)
             fail("rotary_cos: expected seqlen_ro >= " + std::to_string(need) +
-                 (a.cache_seqlens.present() ? " (the cache capacity: cache_seqlens on the GPU can't be checked)"
+                 (a.cache_seqlens.present() ? " (every position a cache of this capacity can rotate: cache_seqlens on the GPU can't be checked)"
                                             : " (the positions rotated)") +
                  ", got " + std::to_string(d.seqlen_ro));
     }

@@ -195,6 +195,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count) {
         const int64_t want = blocks > 0 ? (int64_t(kKvcWavesWanted) * sm_count + blocks - 1) / blocks : 1;
         splits = std::min<int64_t>({want, std::max<int64_t>(1, key_tiles / kKvcMinTilesPerSplit), kKvcMaxSplits});
     }
+    splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
     if (p.seqlen_q == 0) plan.num_splits = 1;
 

@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kMergeWarps * 32) merge_kernel(const AttnParam
                     i * p.part_out_row_stride[1] + h * p.part_out_head_stride[1];
     Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride + i * p.out_row_stride + h * p.out_head_stride;
     for (int col = lane; col < p.head_dim_v; col += 32)
-        store_value(out + col, (w0 * load_elem(a + col) + w1 * load_elem(c + col)) * inv_total);
+        store_value(out + col, empty ? 0.f : (w0 * load_elem(a + col) + w1 * load_elem(c + col)) * inv_total);
     if (p.softmax_lse && lane == 0) p.softmax_lse[lse_at] = empty ? INFINITY : top + logf(w0 + w1);
 }
 

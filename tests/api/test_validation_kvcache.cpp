@@ -283,10 +283,14 @@ TEST(ApiKvCacheValidation, DeviceIndexTensorsAreTrusted) {
     const api::AttnDims d = api::validate(a);
     EXPECT_TRUE(d.paged);
     EXPECT_EQ(d.seqlen_k, 64);
-    // Device lengths can't be read: the rotary table must cover the whole cache.
-    a.rotary_cos = cuda_view(6, DType::bf16, {63, 16});
-    a.rotary_sin = cuda_view(7, DType::bf16, {63, 16});
-    EXPECT_INVALID(api::validate(a), "rotary_cos: expected seqlen_ro >= 64 (the cache capacity");
+    // Device lengths can't be read: the rotary table must cover every position a full cache rotates, the query of
+    // a cache holding all 64 keys included (position 64).
+    a.rotary_cos = cuda_view(6, DType::bf16, {64, 16});
+    a.rotary_sin = cuda_view(7, DType::bf16, {64, 16});
+    EXPECT_INVALID(api::validate(a), "rotary_cos: expected seqlen_ro >= 65 (every position a cache of this capacity");
+    a.rotary_cos = cuda_view(6, DType::bf16, {65, 16});
+    a.rotary_sin = cuda_view(7, DType::bf16, {65, 16});
+    EXPECT_NO_THROW(api::validate(a));
 }
 
 }  // namespace

@@ -82,6 +82,8 @@ def rotary_tables(seqlen_ro, rotary_dim, dtype):
 def check(device, dtype, *, batch=3, seqlen_q=1, nheads=8, nheads_k=2, head_dim=64, seqlen_cache=100,
           seqlen_new=1, page_size=None, rotary_dim=0, interleaved=True, batch_cache=None, permute=False,
           use_leftpad=False, int_seqlens=False, lengths=None, num_splits=0, **options):
+    if device != "cpu" and dtype == torch.float32:
+        dtype = torch.bfloat16  # GPU kernels take 16-bit inputs; float32 cases run in bf16 there
     gen = torch.Generator().manual_seed(batch * 100 + seqlen_q * 10 + seqlen_new)
     randn = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float32).to(dtype)
     q = randn(batch, seqlen_q, nheads, head_dim)
@@ -108,7 +110,9 @@ def check(device, dtype, *, batch=3, seqlen_q=1, nheads=8, nheads_k=2, head_dim=
                                                                                  head_dim)
         if permute:
             batch_idx = torch.randperm(entries, generator=gen)[:batch].to(torch.int32)
-    rotary = rotary_tables(seqlen_cache + seqlen_q, rotary_dim, dtype) if rotary_dim else None
+    # Tables cover every position a cache of this capacity can rotate (a paged capacity is rounded up to pages).
+    capacity = block_table.shape[1] * page_size if page_size else seqlen_cache
+    rotary = rotary_tables(capacity + seqlen_q, rotary_dim, dtype) if rotary_dim else None
     if options.get("alibi_slopes") == "per_batch_head":
         options["alibi_slopes"] = alibi_for(nheads, batch)
 

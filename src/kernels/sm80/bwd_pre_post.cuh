@@ -26,7 +26,7 @@ __device__ __forceinline__ void split_row(const AttnParams& p, int64_t r, int64_
 }
 
 // 16-byte chunks: 8 elements of dO, O and dQ, 4 floats of the accumulator. Every row of a CUDA tensor starts
-// 16-byte aligned and head dims are multiples of 8 (validated), and accumulator rows are multiples of 64 floats.
+// 16-byte aligned and head dims are multiples of 8 (validated), and accumulator rows are a head-dim bucket of floats.
 constexpr int kElemsPerChunk = 8;
 constexpr int kFloatsPerChunk = 4;
 

@@ -33,6 +33,11 @@ void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
                                              std::to_string(int64_t(p.batch) * p.nheads_k) + " exceeds " +
                                              std::to_string(kMaxGridY) + " (one block row per sequence and kv head)");
 
+    // Everything that can fail before the append writes the cache: nothing is written on error.
+    const auto kernel = kvcache_kernel<T>;
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
+               "cudaFuncSetAttribute(kv-cache shared memory)");
+
     const int append_rows = p.seqlen_new > p.seqlen_q ? p.seqlen_new : p.seqlen_q;
     if (p.seqlen_new > 0 || plan.q_rot) {
         kvcache_append_kernel<Elem><<<dim3(append_rows, p.batch), kAppendThreads, 0, stream>>>(
@@ -41,9 +46,6 @@ void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
     }
     if (p.seqlen_q == 0) return;
 
-    const auto kernel = kvcache_kernel<T>;
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
-               "cudaFuncSetAttribute(kv-cache shared memory)");
     const int packed_rows = p.seqlen_q * (p.nheads / p.nheads_k);
     const dim3 grid((packed_rows + T::kBlockM - 1) / T::kBlockM, p.batch * p.nheads_k, plan.num_splits);
     kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, plan);
