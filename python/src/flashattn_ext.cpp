@@ -285,15 +285,24 @@ NB_MODULE(_C, m) {
 
     // flashattn::Error becomes flashattn.Error (a RuntimeError, as FlashAttention's checks raise); its message
     // names the argument and what was expected. The status rides along as the exception's `status` attribute.
-    static nb::object error_type = nb::borrow(PyErr_NewException("flashattn._C.Error", PyExc_RuntimeError, nullptr));
-    m.attr("Error") = error_type;
+    // A plain PyObject*, never released: a static nb::object would be decref'd after the interpreter is gone.
+    static PyObject* error_type = PyErr_NewException("flashattn._C.Error", PyExc_RuntimeError, nullptr);
+    m.attr("Error") = nb::borrow(error_type);
     nb::register_exception_translator([](const std::exception_ptr& p, void*) {
         try {
             std::rethrow_exception(p);
         } catch (const flashattn::Error& e) {
-            nb::object exc = error_type(nb::str(python_names(e.what()).c_str()));
-            nb::setattr(exc, "status", nb::str(status_name(e.status())));
-            PyErr_SetObject(error_type.ptr(), exc.ptr());
+            // Only stable-ABI calls: build the exception, attach the status, raise it.
+            const std::string message = python_names(e.what());
+            PyObject* exc = PyObject_CallFunction(error_type, "s", message.c_str());
+            if (!exc) return;  // the call's own error is set
+            PyObject* status = PyUnicode_FromString(status_name(e.status()));
+            if (status) {
+                PyObject_SetAttrString(exc, "status", status);
+                Py_DECREF(status);
+            }
+            PyErr_SetObject(error_type, exc);
+            Py_DECREF(exc);
         }
     });
 
