@@ -30,11 +30,9 @@ which the anchors used), so neither L2 residency of small caches nor the host's 
 "records"}: one record per configuration; meta holds the copy bandwidth). Without a CUDA GPU it says so and exits 0.
 """
 import argparse
-import datetime
 import json
 import math
 import os
-import shlex
 import statistics
 import sys
 import warnings
@@ -46,7 +44,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 # bench_python.py and bench_sweep.py define things only at import (their main() is guarded); they sit beside this
 # file, on sys.path[0].
-from bench_python import commit_id, first_line
+from bench_python import first_line, run_environment
 from bench_sweep import geomean
 
 DEVICE = "cuda"  # a module constant so that a CPU dry run can point the shape code elsewhere
@@ -367,14 +365,7 @@ def main():
     summary = summarize(records)
     print_summary(summary)
     meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "flashattn": flashattn.__version__,
-        "commit": commit_id(),
-        "command": shlex.join([os.path.basename(sys.executable)] + sys.argv),
+        **run_environment(torch, flashattn),
         "dtype": "bfloat16", "head_dim": HEAD_DIM, "nheads_q": NHEADS_Q, "causal": True,
         "warmup": warmup, "repetitions": reps,
         "copy_bytes": COPY_BYTES, "copy_tbs": copy_tbs, "copy_note": "device-to-device tensor.copy_, read + write",

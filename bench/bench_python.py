@@ -223,6 +223,20 @@ def commit_id():
         return None
 
 
+def run_environment(torch, flashattn):
+    """What every benchmark JSON records about its run: date, GPU, library versions, commit and command."""
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "flashattn": flashattn.__version__,
+        "commit": commit_id(),
+        "command": shlex.join([os.path.basename(sys.executable)] + sys.argv),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help=f"folder for {JSON_NAME} and {PNG_NAME} (default ./out; with --plot-only, the "
@@ -272,14 +286,7 @@ def main():
               f"(min {show(summary[f'fwd_vs_{peer}_min'])})   backward {show(summary[f'bwd_vs_{peer}_geomean'])} "
               f"(min {show(summary[f'bwd_vs_{peer}_min'])})")
     meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "flashattn": flashattn.__version__,
-        "commit": commit_id(),
-        "command": shlex.join([os.path.basename(sys.executable)] + sys.argv),
+        **run_environment(torch, flashattn),
         "dtype": "bfloat16", "tokens": TOKENS, "hidden": HIDDEN, "warmup": warmup, "repetitions": reps,
         "backward_timing": "torch.autograd.grad(out, (q, k, v), dout, retain_graph=True) after one forward",
     }
