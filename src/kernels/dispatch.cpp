@@ -180,7 +180,7 @@ void run_backward(const AttnParams& p) {
 // ---- kv-cache forward ------------------------------------------------------------------------------------------------
 
 constexpr int kKvcBlockM = 64;         // packed query rows per block (KvcTileShape in sm80/kvcache_launch.cuh)
-constexpr int kKvcBlockN = 64;         // keys per tile
+constexpr int kKvcBlockN = 64;         // keys per tile up to head dim 128 (32 above); only the heuristic reads it
 constexpr int kKvcWavesWanted = 2;     // split until the blocks fill the GPU this many times over
 constexpr int kKvcMinTilesPerSplit = 4;  // a split's key tiles: fewer would not pay for the combine
 constexpr int kKvcMaxSplits = 128;
