@@ -67,6 +67,7 @@ note "skipped: $(grep -c 'Skipped' "$out/test.log" || true)"
 
 # ---- the Python package, installed as a user installs it -----------------------------------------------------------
 py_rc=0
+py_usable=0  # installed and importable without a crash: the Python benchmarks can run
 if [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1 ]; then
   site=${FLASHATTN_PY_SITE:-/tmp/flashattn-site}
   rm -rf "$site"
@@ -75,8 +76,16 @@ if [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1 ]; then
        --no-build-isolation --no-deps --target "$site" "$root" > "$out/pip_install.log" 2>&1; then
     note "python: pip install ok in $(( $(date +%s) - t0 )) s"
     # From outside the source tree, so that the installed package is imported.
-    (cd /tmp && PYTHONPATH="$site" python3 -m flashattn doctor > "$out/doctor.txt" 2>&1)
-    note "python: doctor rc $? ($(grep -c '^  [0-9]*\. ' "$out/doctor.txt" || true) problems)"
+    (cd /tmp && PYTHONPATH="$site" python3 -X faulthandler -m flashattn doctor > "$out/doctor.txt" 2>&1)
+    doctor_rc=$?
+    [ "$doctor_rc" -le 128 ] && py_usable=1
+    note "python: doctor rc $doctor_rc ($(grep -c '^  [0-9]*\. ' "$out/doctor.txt" || true) problems)"
+    # A crash (signal) rather than a report: the native backtrace, where a debugger is installed.
+    if [ "$doctor_rc" -gt 128 ] && command -v cuda-gdb >/dev/null; then
+      (cd /tmp && PYTHONPATH="$site" timeout 120 cuda-gdb -batch -ex run -ex bt -ex "info sharedlibrary" \
+         --args python3 -m flashattn doctor > "$out/doctor_backtrace.txt" 2>&1)
+      note "python: the doctor's backtrace is in doctor_backtrace.txt"
+    fi
     t0=$(date +%s)
     (cd /tmp && PYTHONPATH="$site" python3 -m pytest "$root/tests/python" -q -p no:cacheprovider --rootdir "$root" \
        > "$out/pytest.log" 2>&1)
@@ -98,7 +107,7 @@ if [ "${FLASHATTN_SKIP_MEMCHECK:-0}" != 1 ] && command -v compute-sanitizer >/de
     > "$out/memcheck.log" 2>&1
   note "memcheck: rc $? in $(( $(date +%s) - t0 )) s; $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
   # The kv-cache kernels (append, paged gathers, split-KV combine) through the installed Python package.
-  if [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1 ] && [ "$py_rc" -eq 0 ]; then
+  if [ "$py_usable" -eq 1 ]; then
     t0=$(date +%s)
     (cd /tmp && PYTHONPATH="$site" compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest \
        "$root/tests/python/test_kvcache.py" -q -p no:cacheprovider --rootdir "$root" \
@@ -116,7 +125,7 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ]; then
   tail -60 "$out/bench.log"
 fi
 # The Python API's benchmark (the installed package, autograd and allocation included), with its plot.
-if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1 ] && [ "$py_rc" -eq 0 ]; then
+if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "$py_usable" -eq 1 ]; then
   t0=$(date +%s)
   (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_python.py" --out "$out" ${FLASHATTN_BENCH_ARGS:-} \
      > "$out/bench_python.log" 2>&1)

@@ -30,3 +30,15 @@ def test_extension_reports_its_build():
     assert isinstance(info["with_cuda"], bool)
     supported, why = flashattn._C.gpu_support(7, 5)
     assert not supported and why
+
+
+@pytest.mark.skipif(shutil.which("nm") is None or shutil.which("readelf") is None, reason="binutils not installed")
+def test_extension_keeps_its_cxx_runtime_to_itself():
+    # A torch process holds other copies of the C++ runtime loaded RTLD_GLOBAL; a module that exported symbols or
+    # bound to the shared libstdc++ could have its exceptions and locales resolved into theirs.
+    needed = _needed_libraries(flashattn._C.__file__)
+    assert not any(lib.startswith(("libstdc++", "libgcc_s")) for lib in needed), needed
+    result = subprocess.run(["nm", "-D", "--defined-only", flashattn._C.__file__], capture_output=True, text=True,
+                            check=True)
+    exported = [line.split()[-1] for line in result.stdout.splitlines() if line.strip()]
+    assert exported == ["PyInit__C"], exported[:20]
