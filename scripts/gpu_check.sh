@@ -20,6 +20,14 @@ export PYTHONUNBUFFERED=1
 summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
+# The device returns at most 8 files from $OUT: at exit the text logs go into one archive, next to the summary and
+# the benchmarks' JSON and plot.
+pack_logs() {
+  (cd "$out" && shopt -s nullglob && logs=(*.log *.txt) && [ ${#logs[@]} -gt 0 ] &&
+     tar czf logs.tar.gz --exclude=summary.txt "${logs[@]}" && for f in "${logs[@]}"; do
+       [ "$f" = summary.txt ] || rm -f "$f"; done)
+}
+trap pack_logs EXIT
 
 export FLASHATTN_COMMIT=${FLASHATTN_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
 
