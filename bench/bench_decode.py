@@ -11,7 +11,9 @@ would exceed MEMORY_BUDGET_BYTES are skipped with a note.
 Metric, as the anchors': bytes = K and V of the cache read once (batch * cache_len * nheads_k * hdim * 2 bytes, for
 each) + q + out; TB/s = bytes / median time. "of copy" is that over the bandwidth of a 2 GiB device-to-device copy
 (bytes read + written), measured at the start of the run. flashattn runs with num_splits=0 (its heuristic) and
-num_splits=1 (no split): "gain" is the no-split time over the default's, what split-KV buys.
+num_splits=1 (no split): "gain" is the no-split time over the default's, what split-KV buys. "graph us" is the
+default call captured once in a CUDA graph and replayed (as serving stacks run decode): the kernels without the
+Python layer's host time, which the flush covers only while it lasts longer than the host's work for one call.
 
 Baseline: torch.nn.functional.scaled_dot_product_attention with each of the cuDNN, flash and efficient backends on a
 contiguous (batch, heads, seqlen, hdim) cache of the same shape (the layout SDPA users keep their caches in), GQA by
@@ -97,6 +99,20 @@ def time_us(fn, warmup, reps, flush=None):
         stop.record()
     torch.cuda.synchronize()
     return statistics.median(start.elapsed_time(stop) for start, stop in events) * US_PER_MS
+
+
+def graph_of(fn):
+    """fn captured in a CUDA graph (after one call on a side stream, as torch asks): its replay launches the same
+    kernels without the Python layer, the way serving stacks run decode."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
 
 
 def time_or_error(fn, warmup, reps, flush):
@@ -199,6 +215,14 @@ def run_flashattn(q, k_cache, v_cache, lengths, block_table, warmup, reps, flush
         call = lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=block_table,
                                                causal=True, num_splits=splits)
         results[name] = time_or_error(call, warmup, reps, flush)
+        if name == "flashattn" and results[name][0] is not None:
+            # The same call replayed from a CUDA graph: the kernels' time without the host's (no k/v appended, so
+            # every replay reads the same caches).
+            try:
+                results["graph"] = time_or_error(graph_of(call).replay, warmup, reps, flush)
+            except RuntimeError as err:
+                results["graph"] = (None, first_line(err))
+    results.setdefault("graph", (None, "not captured: the eager call failed"))
     return results
 
 
@@ -207,12 +231,13 @@ def make_record(nheads_k, seqlen_q, batch, cache_len, page, ours, sdpa, copy_tbs
     nbytes = traffic_bytes(batch, seqlen_q, nheads_k, cache_len)
     rec = {"nheads_q": NHEADS_Q, "nheads_k": nheads_k, "head_dim": HEAD_DIM, "seqlen_q": seqlen_q, "batch": batch,
            "cache_len": cache_len, "page_size": page or None, "bytes": nbytes}
-    for name in ("flashattn", "nosplit"):
+    for name in ("flashattn", "nosplit", "graph"):
         us, error = ours[name]
         rec[f"{name}_us"], rec[f"{name}_tbs"] = us, tbs(nbytes, us)
         if error:
             rec[f"{name}_error"] = error
     rec["flashattn_of_copy"] = rec["flashattn_tbs"] / copy_tbs if rec["flashattn_tbs"] and copy_tbs else None
+    rec["graph_of_copy"] = rec["graph_tbs"] / copy_tbs if rec["graph_tbs"] and copy_tbs else None
     rec["split_gain"] = rec["nosplit_us"] / rec["flashattn_us"] if rec["nosplit_us"] and rec["flashattn_us"] else None
     for name in SDPA_BACKENDS:
         us, error = sdpa[name]
@@ -241,7 +266,7 @@ def run_shape(nheads_k, seqlen_q, batch, cache_len, pages, native_gqa, copy_tbs,
             ours = run_flashattn(q, k_cache, v_cache, lengths, None, warmup, reps, flush)
         elif cache_len % page:
             refused = (None, f"cache length {cache_len} is not a multiple of page {page}")
-            ours = {"flashattn": refused, "nosplit": refused}
+            ours = {"flashattn": refused, "nosplit": refused, "graph": refused}
         else:
             # The block pool is the dense cache's storage cut into pages (no second copy, so the memory budget
             # holds); a random permutation scatters each sequence's pages over the pool as a paged allocator's
@@ -262,7 +287,8 @@ def length_label(n):
 
 def table_header():
     return (f"{'hk':>3} {'sq':>2} {'batch':>5} {'cache':>5} {'page':>5} | {'ours us':>8} {'TB/s':>5} {'of copy':>7} | "
-            f"{'no-split':>8} {'gain':>5} | {'SDPA us':>8} {'backend':>9} {'SDPA/ours':>9}")
+            f"{'graph us':>8} {'of copy':>7} | {'no-split':>8} {'gain':>5} | {'SDPA us':>8} {'backend':>9} "
+            f"{'SDPA/ours':>9}")
 
 
 def table_row(rec):
@@ -270,6 +296,7 @@ def table_row(rec):
     return (f"{rec['nheads_k']:3d} {rec['seqlen_q']:2d} {rec['batch']:5d} {length_label(rec['cache_len']):>5} "
             f"{str(rec['page_size'] or 'dense'):>5} | {num(rec['flashattn_us'], 8, 1)} "
             f"{num(rec['flashattn_tbs'], 5, 2)} {num(rec['flashattn_of_copy'], 7, 2)} | "
+            f"{num(rec['graph_us'], 8, 1)} {num(rec['graph_of_copy'], 7, 2)} | "
             f"{num(rec['nosplit_us'], 8, 1)} {num(rec['split_gain'], 5, 2)} | {num(rec['sdpa_best_us'], 8, 1)} "
             f"{rec['sdpa_best'] or '-':>9} {num(rec['sdpa_over_flashattn'], 9, 2)}")
 
@@ -295,6 +322,7 @@ def summarize(records):
     return {"sdpa_over_flashattn_geomean": mean_of("sdpa_over_flashattn"),
             "sdpa_over_flashattn_min": min(ratios) if ratios else None,
             "flashattn_of_copy_geomean": mean_of("flashattn_of_copy"),
+            "graph_of_copy_geomean": mean_of("graph_of_copy"),
             "dense_flashattn_of_copy_geomean": mean_of("flashattn_of_copy", lambda r: r["page_size"] is None),
             "paged_flashattn_of_copy_geomean": mean_of("flashattn_of_copy", lambda r: r["page_size"] is not None),
             "split_gain_geomean": mean_of("split_gain")}
@@ -304,7 +332,8 @@ def print_summary(summary):
     show = lambda x: f"{x:.3f}" if x is not None else "-"
     print(f"geometric means: flashattn of copy {show(summary['flashattn_of_copy_geomean'])} (dense "
           f"{show(summary['dense_flashattn_of_copy_geomean'])}, paged "
-          f"{show(summary['paged_flashattn_of_copy_geomean'])}); SDPA/ours "
+          f"{show(summary['paged_flashattn_of_copy_geomean'])}; graph replay "
+          f"{show(summary['graph_of_copy_geomean'])}); SDPA/ours "
           f"{show(summary['sdpa_over_flashattn_geomean'])} (min "
           f"{show(summary['sdpa_over_flashattn_min'])}); split gain {show(summary['split_gain_geomean'])}")
 

@@ -9,6 +9,12 @@ Dropout: each forward draws a 64-bit seed from torch's default generator (so tor
 returns it, with the Philox offset, as `rng_state`, a CPU int64 tensor of two elements; the backward regenerates
 the same mask from it. Under CUDA graph capture the seed drawn at capture time is baked into the graph, so every
 replay applies the same dropout mask.
+
+Two routes to the same implementations. Eager calls on plain tensors (no torch.compile tracing, no dispatch mode,
+no functorch transform) skip torch's operator dispatch: the implementation is called directly, under a
+torch.autograd.Function where gradients are needed. Dispatch through a Python custom op costs tens of microseconds
+a call, which a short kernel (decode, short sequences) would otherwise spend waiting. Everything else (tracing,
+fake tensors, opcheck) goes through the registered operators. `call_*` picks the route.
 """
 
 from typing import Optional, Tuple
@@ -35,9 +41,18 @@ def _allocator_for(t: Tensor):
     return lambda nbytes: torch.empty(nbytes, dtype=torch.uint8, device=device)
 
 
-def _d(t: Optional[Tensor]) -> Optional[Tensor]:
-    # DLPack refuses tensors that require grad; the operators run below autograd, so detaching only drops the flag.
-    return None if t is None else t.detach()
+try:
+    from torch.utils.dlpack import to_dlpack as _to_dlpack  # one C call; Tensor.__dlpack__ is Python, ~3 us a tensor
+except ImportError:  # pragma: no cover - every torch >= 2.4 has it
+    _to_dlpack = None
+
+
+def _d(t: Optional[Tensor]):
+    """A tensor as the extension takes it: a DLPack capsule. The operators run below autograd, so a tensor that
+    requires grad is handed over as it is (Tensor.__dlpack__ would refuse it; to_dlpack does not look)."""
+    if t is None:
+        return None
+    return _to_dlpack(t) if _to_dlpack is not None else t.detach()
 
 
 def _last_dim_contiguous(t: Tensor) -> Tensor:
@@ -72,7 +87,9 @@ def _varlen_outputs(q: Tensor, v: Tensor, cu_seqlens_q: Tensor, max_seqlen_q: in
     return out, lse, probs
 
 
-def _seed_offset(rng_state: Tensor) -> Tuple[int, int]:
+def _seed_offset(rng_state: Tensor, dropout_p: float) -> Tuple[int, int]:
+    if dropout_p <= 0.0:
+        return 0, 0
     seed, offset = (int(x) for x in rng_state.tolist())
     return seed, offset
 
@@ -82,8 +99,7 @@ def _seed_offset(rng_state: Tensor) -> Tuple[int, int]:
 # ------------------------------------------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("flashattn::fwd", mutates_args=())
-def fwd(
+def _fwd_impl(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -101,10 +117,14 @@ def fwd(
     `deterministic` is the backward's option, carried here so that autograd can pass it on."""
     out, lse, probs = _dense_outputs(q, k, v, return_probs)
     rng_state = _draw_rng_state(dropout_p)
-    seed, offset = _seed_offset(rng_state)
-    _C.forward(_d(q), _d(k), _d(v), out, lse, probs if return_probs else None, softmax_scale, causal, window_left,
-               window_right, softcap, _d(alibi_slopes), dropout_p, seed, offset, _stream_of(q), _allocator_for(q))
+    seed, offset = _seed_offset(rng_state, dropout_p)
+    _C.forward(_d(q), _d(k), _d(v), _d(out), _d(lse), _d(probs) if return_probs else None, softmax_scale, causal,
+               window_left, window_right, softcap, _d(alibi_slopes), dropout_p, seed, offset, _stream_of(q),
+               _allocator_for(q))
     return out, lse, probs, rng_state
+
+
+fwd = torch.library.custom_op("flashattn::fwd", mutates_args=())(_fwd_impl)
 
 
 @fwd.register_fake
@@ -113,8 +133,7 @@ def _(q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, soft
     return (*_dense_outputs(q, k, v, return_probs), _rng_state_like())
 
 
-@torch.library.custom_op("flashattn::bwd", mutates_args=())
-def bwd(
+def _bwd_impl(
     dout: Tensor,
     q: Tensor,
     k: Tensor,
@@ -133,11 +152,14 @@ def bwd(
 ) -> Tuple[Tensor, Tensor, Tensor]:
     """Returns (dq, dk, dv) for the forward that returned out, softmax_lse and rng_state."""
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    seed, offset = _seed_offset(rng_state)
-    _C.backward(_d(_last_dim_contiguous(dout)), _d(q), _d(k), _d(v), _d(out), _d(softmax_lse), dq, dk, dv, None,
-                softmax_scale, causal, window_left, window_right, softcap, _d(alibi_slopes), dropout_p, seed, offset,
-                deterministic, _stream_of(q), _allocator_for(q))
+    seed, offset = _seed_offset(rng_state, dropout_p)
+    _C.backward(_d(_last_dim_contiguous(dout)), _d(q), _d(k), _d(v), _d(out), _d(softmax_lse), _d(dq), _d(dk),
+                _d(dv), None, softmax_scale, causal, window_left, window_right, softcap, _d(alibi_slopes), dropout_p,
+                seed, offset, deterministic, _stream_of(q), _allocator_for(q))
     return dq, dk, dv
+
+
+bwd = torch.library.custom_op("flashattn::bwd", mutates_args=())(_bwd_impl)
 
 
 @bwd.register_fake
@@ -154,12 +176,16 @@ def _fwd_setup_context(ctx, inputs, output):
     ctx.deterministic = deterministic
 
 
-def _fwd_backward(ctx, dout, dlse, dprobs, drng_state):
+def _fwd_gradients(ctx, dout, backward):
     q, k, v, out, lse, rng_state, alibi_slopes = ctx.saved_tensors
     dropout_p, softmax_scale, causal, window_left, window_right, softcap = ctx.options
-    dq, dk, dv = bwd(dout, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left, window_right, softcap,
-                     alibi_slopes, ctx.deterministic, rng_state)
+    dq, dk, dv = backward(dout, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left, window_right,
+                          softcap, alibi_slopes, ctx.deterministic, rng_state)
     return (dq, dk, dv) + (None,) * 9
+
+
+def _fwd_backward(ctx, dout, dlse, dprobs, drng_state):
+    return _fwd_gradients(ctx, dout, bwd)
 
 
 fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup_context)
@@ -171,8 +197,7 @@ fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup_context)
 # ------------------------------------------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("flashattn::varlen_fwd", mutates_args=())
-def varlen_fwd(
+def _varlen_fwd_impl(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -194,12 +219,15 @@ def varlen_fwd(
     """Returns (out, softmax_lse (nheads, total_q), attn_probs, rng_state)."""
     out, lse, probs = _varlen_outputs(q, v, cu_seqlens_q, max_seqlen_q, max_seqlen_k, return_probs)
     rng_state = _draw_rng_state(dropout_p)
-    seed, offset = _seed_offset(rng_state)
+    seed, offset = _seed_offset(rng_state, dropout_p)
     _C.varlen_forward(_d(q), _d(k), _d(v), _d(cu_seqlens_q), _d(cu_seqlens_k), _d(seqused_k), max_seqlen_q,
-                      max_seqlen_k, out, lse, probs if return_probs else None, softmax_scale, causal, window_left,
-                      window_right, softcap, _d(alibi_slopes), dropout_p, seed, offset, _stream_of(q),
+                      max_seqlen_k, _d(out), _d(lse), _d(probs) if return_probs else None, softmax_scale, causal,
+                      window_left, window_right, softcap, _d(alibi_slopes), dropout_p, seed, offset, _stream_of(q),
                       _allocator_for(q))
     return out, lse, probs, rng_state
+
+
+varlen_fwd = torch.library.custom_op("flashattn::varlen_fwd", mutates_args=())(_varlen_fwd_impl)
 
 
 @varlen_fwd.register_fake
@@ -208,8 +236,7 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k
     return (*_varlen_outputs(q, v, cu_seqlens_q, max_seqlen_q, max_seqlen_k, return_probs), _rng_state_like())
 
 
-@torch.library.custom_op("flashattn::varlen_bwd", mutates_args=())
-def varlen_bwd(
+def _varlen_bwd_impl(
     dout: Tensor,
     q: Tensor,
     k: Tensor,
@@ -232,12 +259,15 @@ def varlen_bwd(
     rng_state: Tensor,
 ) -> Tuple[Tensor, Tensor, Tensor]:
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    seed, offset = _seed_offset(rng_state)
+    seed, offset = _seed_offset(rng_state, dropout_p)
     _C.varlen_backward(_d(_last_dim_contiguous(dout)), _d(q), _d(k), _d(v), _d(out), _d(softmax_lse),
-                       _d(cu_seqlens_q), _d(cu_seqlens_k), _d(seqused_k), max_seqlen_q, max_seqlen_k, dq, dk, dv,
-                       None, softmax_scale, causal, window_left, window_right, softcap, _d(alibi_slopes), dropout_p,
-                       seed, offset, deterministic, _stream_of(q), _allocator_for(q))
+                       _d(cu_seqlens_q), _d(cu_seqlens_k), _d(seqused_k), max_seqlen_q, max_seqlen_k, _d(dq), _d(dk),
+                       _d(dv), None, softmax_scale, causal, window_left, window_right, softcap, _d(alibi_slopes),
+                       dropout_p, seed, offset, deterministic, _stream_of(q), _allocator_for(q))
     return dq, dk, dv
+
+
+varlen_bwd = torch.library.custom_op("flashattn::varlen_bwd", mutates_args=())(_varlen_bwd_impl)
 
 
 @varlen_bwd.register_fake
@@ -255,13 +285,17 @@ def _varlen_fwd_setup_context(ctx, inputs, output):
     ctx.deterministic = deterministic
 
 
-def _varlen_fwd_backward(ctx, dout, dlse, dprobs, drng_state):
+def _varlen_fwd_gradients(ctx, dout, backward):
     q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, rng_state, alibi_slopes = ctx.saved_tensors
     max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal, window_left, window_right, softcap = ctx.options
-    dq, dk, dv = varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
-                            max_seqlen_k, dropout_p, softmax_scale, causal, window_left, window_right, softcap,
-                            alibi_slopes, ctx.deterministic, rng_state)
+    dq, dk, dv = backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
+                          max_seqlen_k, dropout_p, softmax_scale, causal, window_left, window_right, softcap,
+                          alibi_slopes, ctx.deterministic, rng_state)
     return (dq, dk, dv) + (None,) * 14
+
+
+def _varlen_fwd_backward(ctx, dout, dlse, dprobs, drng_state):
+    return _varlen_fwd_gradients(ctx, dout, varlen_bwd)
 
 
 varlen_fwd.register_autograd(_varlen_fwd_backward, setup_context=_varlen_fwd_setup_context)
@@ -273,8 +307,7 @@ varlen_fwd.register_autograd(_varlen_fwd_backward, setup_context=_varlen_fwd_set
 # ------------------------------------------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("flashattn::kvcache_fwd", mutates_args=("k_cache", "v_cache"))
-def kvcache_fwd(
+def _kvcache_fwd_impl(
     q: Tensor,
     k_cache: Tensor,
     v_cache: Tensor,
@@ -298,11 +331,16 @@ def kvcache_fwd(
 ) -> Tuple[Tensor, Tensor]:
     """Returns (out, softmax_lse); writes k and v (rotated) into the caches at cache_seqlens."""
     out, lse = _kvcache_outputs(q, v_cache)
-    _C.kvcache_forward(_d(q), k_cache, v_cache, _d(k), _d(v), _d(rotary_cos), _d(rotary_sin), rotary_interleaved,
+    _C.kvcache_forward(_d(q), _d(k_cache), _d(v_cache), _d(k), _d(v), _d(rotary_cos), _d(rotary_sin),
+                       rotary_interleaved,
                        _d(cache_seqlens), cache_seqlen, _d(cache_batch_idx), _d(cache_leftpad), _d(block_table),
-                       num_splits, out, lse, softmax_scale, causal, window_left, window_right, softcap,
+                       num_splits, _d(out), _d(lse), softmax_scale, causal, window_left, window_right, softcap,
                        _d(alibi_slopes), _stream_of(q), _allocator_for(q))
     return out, lse
+
+
+kvcache_fwd = torch.library.custom_op("flashattn::kvcache_fwd",
+                                      mutates_args=("k_cache", "v_cache"))(_kvcache_fwd_impl)
 
 
 @kvcache_fwd.register_fake
@@ -324,13 +362,119 @@ def _kvcache_outputs(q: Tensor, v_cache: Tensor):
 # ------------------------------------------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("flashattn::merge", mutates_args=())
-def merge(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> Tuple[Tensor, Tensor]:
+def _merge_impl(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> Tuple[Tensor, Tensor]:
     out, lse = torch.empty_like(out_a), torch.empty_like(lse_a)
-    _C.merge_attention(_d(out_a), _d(lse_a), _d(out_b), _d(lse_b), out, lse, _stream_of(out_a))
+    _C.merge_attention(_d(out_a), _d(lse_a), _d(out_b), _d(lse_b), _d(out), _d(lse), _stream_of(out_a))
     return out, lse
+
+
+merge = torch.library.custom_op("flashattn::merge", mutates_args=())(_merge_impl)
 
 
 @merge.register_fake
 def _(out_a, lse_a, out_b, lse_b):
     return torch.empty_like(out_a), torch.empty_like(lse_a)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The eager route: the same implementations without torch's operator dispatch (see the module's docstring)
+# ------------------------------------------------------------------------------------------------------------------
+
+_dispatch_stack_depth = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
+_increment_version = getattr(torch.autograd.graph, "increment_version", None)
+_PLAIN_TENSOR_TYPES = (Tensor, torch.nn.Parameter)
+
+
+def _eager(*tensors) -> bool:
+    """True where calling an implementation directly is what the operator would do: not under torch.compile (checked
+    first, so that dynamo folds it), no dispatch mode (fake tensors, make_fx, opcheck), no functorch transform, and
+    only plain tensors (no subclasses). Where torch lacks a probe, the operators are used."""
+    if torch.compiler.is_compiling():
+        return False
+    if _dispatch_stack_depth is None or _dispatch_stack_depth() != 0:
+        return False
+    if _functorch_active is None or _functorch_active():
+        return False
+    return all(t is None or type(t) in _PLAIN_TENSOR_TYPES for t in tensors)
+
+
+def _needs_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+class _FwdFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _fwd_impl(*inputs)
+        _fwd_setup_context(ctx, inputs, output)
+        ctx.mark_non_differentiable(*output[1:])
+        return output
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout, *unused):
+        return _fwd_gradients(ctx, dout, _bwd_impl)
+
+
+class _VarlenFwdFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = _varlen_fwd_impl(*inputs)
+        _varlen_fwd_setup_context(ctx, inputs, output)
+        ctx.mark_non_differentiable(*output[1:])
+        return output
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout, *unused):
+        return _varlen_fwd_gradients(ctx, dout, _varlen_bwd_impl)
+
+
+def call_fwd(q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+             deterministic, return_probs):
+    """fwd, by the eager route where it applies."""
+    args = (q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+            deterministic, return_probs)
+    if not _eager(q, k, v, alibi_slopes):
+        return fwd(*args)
+    if _needs_grad(q, k, v):
+        return _FwdFunction.apply(*args)
+    return _fwd_impl(*args)
+
+
+def call_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                    softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic,
+                    return_probs):
+    """varlen_fwd, by the eager route where it applies."""
+    args = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
+            causal, window_left, window_right, softcap, alibi_slopes, deterministic, return_probs)
+    if not _eager(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes):
+        return varlen_fwd(*args)
+    if _needs_grad(q, k, v):
+        return _VarlenFwdFunction.apply(*args)
+    return _varlen_fwd_impl(*args)
+
+
+def call_kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, rotary_interleaved, cache_seqlens,
+                     cache_seqlen, cache_batch_idx, cache_leftpad, block_table, num_splits, softmax_scale, causal,
+                     window_left, window_right, softcap, alibi_slopes):
+    """kvcache_fwd, by the eager route where it applies (no autograd: the operator has none)."""
+    args = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, rotary_interleaved, cache_seqlens, cache_seqlen,
+            cache_batch_idx, cache_leftpad, block_table, num_splits, softmax_scale, causal, window_left,
+            window_right, softcap, alibi_slopes)
+    if not _eager(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+                  block_table, alibi_slopes) or _needs_grad(q, k, v):
+        return kvcache_fwd(*args)
+    result = _kvcache_fwd_impl(*args)
+    if _increment_version is not None and k is not None:  # the caches were written in place, as the op declares
+        _increment_version(k_cache)
+        _increment_version(v_cache)
+    return result
+
+
+def call_merge(out_a, lse_a, out_b, lse_b):
+    """merge, by the eager route where it applies."""
+    if not _eager(out_a, lse_a, out_b, lse_b) or _needs_grad(out_a, lse_a, out_b, lse_b):
+        return merge(out_a, lse_a, out_b, lse_b)
+    return _merge_impl(out_a, lse_a, out_b, lse_b)

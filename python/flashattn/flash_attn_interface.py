@@ -95,7 +95,7 @@ def flash_attn_func(
     _check_ranks(4, "(batch, seqlen, nheads, headdim)", q=q, k=k, v=v)
     q, k, v, scale, head_dim_v = _prepare(q, k, v, softmax_scale)
     window_left, window_right = _window(window_size)
-    out, lse, probs, _ = _ops.fwd(q, k, v, float(dropout_p), scale, bool(causal), window_left, window_right,
+    out, lse, probs, _ = _ops.call_fwd(q, k, v, float(dropout_p), scale, bool(causal), window_left, window_right,
                                   float(softcap), alibi_slopes, bool(deterministic),
                                   bool(return_attn_probs and dropout_p > 0))
     return _result(out, lse, probs, head_dim_v, dropout_p, return_attn_probs)
@@ -171,7 +171,7 @@ def flash_attn_varlen_func(
     _check_ranks(1, "(batch + 1)", cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
     q, k, v, scale, head_dim_v = _prepare(q, k, v, softmax_scale)
     window_left, window_right = _window(window_size)
-    out, lse, probs, _ = _ops.varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, None, int(max_seqlen_q),
+    out, lse, probs, _ = _ops.call_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, None, int(max_seqlen_q),
                                          int(max_seqlen_k), float(dropout_p), scale, bool(causal), window_left,
                                          window_right, float(softcap), alibi_slopes, bool(deterministic),
                                          bool(return_attn_probs and dropout_p > 0))
@@ -269,7 +269,7 @@ def flash_attn_with_kvcache(
     else:
         seqlens_tensor, seqlen = None, int(cache_seqlens)
     window_left, window_right = _window(window_size)
-    out, lse = _ops.kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, bool(rotary_interleaved),
+    out, lse = _ops.call_kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, bool(rotary_interleaved),
                                 seqlens_tensor, seqlen, cache_batch_idx, cache_leftpad, block_table, int(num_splits),
                                 float(scale), bool(causal), window_left, window_right, float(softcap), alibi_slopes)
     return (out, lse) if return_softmax_lse else out
@@ -285,5 +285,5 @@ def merge_attention(out_a, lse_a, out_b, lse_b):
     """
     _check_ranks(4, "(batch, seqlen, nheads, headdim)", out_a=out_a, out_b=out_b)
     _check_ranks(3, "(batch, nheads, seqlen)", lse_a=lse_a, lse_b=lse_b)
-    return _ops.merge(_last_dim_contiguous(out_a), lse_a.contiguous(), _last_dim_contiguous(out_b),
+    return _ops.call_merge(_last_dim_contiguous(out_a), lse_a.contiguous(), _last_dim_contiguous(out_b),
                       lse_b.contiguous())

@@ -114,3 +114,79 @@ def test_module_with_flashattn_trains():
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0]
+
+
+# ---- the eager route: plain tensors skip torch's operator dispatch, with the same results -------------------------
+
+
+def _forbid_operators(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the operator was dispatched on the eager route")
+
+    for name in ("fwd", "bwd", "varlen_fwd", "varlen_bwd", "kvcache_fwd", "merge"):
+        monkeypatch.setattr(_ops, name, refuse)
+
+
+@pytest.mark.parametrize("dropout_p", [0.0, 0.3])
+def test_eager_route_matches_the_operators_with_gradients(monkeypatch, dropout_p):
+    q, k, v = _sample_dense()
+    args = (q, k, v, dropout_p, 0.25, True, 2, 0, 0.0, None, False, False)
+    torch.manual_seed(5)
+    out_op, lse_op, _, _ = _ops.fwd(*args)
+    dout = torch.randn_like(out_op)
+    grads_op = torch.autograd.grad(out_op, (q, k, v), dout)
+
+    _forbid_operators(monkeypatch)
+    torch.manual_seed(5)  # the same dropout seed is drawn
+    out, lse, _, _ = _ops.call_fwd(*args)
+    assert out.requires_grad and not lse.requires_grad
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    torch.testing.assert_close(out, out_op, rtol=0, atol=0)
+    torch.testing.assert_close(lse, lse_op, rtol=0, atol=0)
+    for g, g_op in zip(grads, grads_op):
+        torch.testing.assert_close(g, g_op, rtol=0, atol=0)
+
+
+def test_eager_route_varlen_with_gradients(monkeypatch):
+    torch.manual_seed(1)
+    q, k, v = random_inputs([(10, 4, 16), (12, 2, 16), (12, 2, 16)], torch.float32, requires_grad=True)
+    cu_q, cu_k = torch.tensor([0, 3, 10], dtype=torch.int32), torch.tensor([0, 7, 12], dtype=torch.int32)
+    out_op = flash_attn_varlen_func(q, k, v, cu_q, cu_k, 7, 7, causal=True)
+    dout = torch.randn_like(out_op)
+    grads_op = torch.autograd.grad(out_op, (q, k, v), dout)
+    out_op_route = _ops.varlen_fwd(q, k, v, cu_q, cu_k, None, 7, 7, 0.0, 0.25, True, -1, 0, 0.0, None, False,
+                                   False)[0]
+    _forbid_operators(monkeypatch)
+    out = _ops.call_varlen_fwd(q, k, v, cu_q, cu_k, None, 7, 7, 0.0, 0.25, True, -1, 0, 0.0, None, False, False)[0]
+    torch.testing.assert_close(out, out_op_route, rtol=0, atol=0)
+    torch.testing.assert_close(flash_attn_varlen_func(q, k, v, cu_q, cu_k, 7, 7, causal=True), out_op, rtol=0,
+                               atol=0)
+    grads = torch.autograd.grad(flash_attn_varlen_func(q, k, v, cu_q, cu_k, 7, 7, causal=True), (q, k, v), dout)
+    for g, g_op in zip(grads, grads_op):
+        torch.testing.assert_close(g, g_op, rtol=0, atol=0)
+
+
+def test_eager_route_without_grad_and_for_the_kv_cache(monkeypatch):
+    _forbid_operators(monkeypatch)
+    q, k, v = _sample_dense(requires_grad=False)
+    with torch.no_grad():
+        assert flash_attn_func(q, k, v, causal=True).shape == q.shape
+    k_cache, v_cache = torch.randn(2, 20, 2, 16), torch.randn(2, 20, 2, 16)
+    versions = (k_cache._version, v_cache._version)
+    out = flashattn.flash_attn_with_kvcache(q[:, :1], k_cache, v_cache, k[:, :1], v[:, :1],
+                                            cache_seqlens=torch.tensor([3, 9], dtype=torch.int32), causal=True)
+    assert out.shape == q[:, :1].shape
+    torch.testing.assert_close(k_cache[0, 3], k[0, 0], rtol=0, atol=0)  # appended at each row's cache_seqlens
+    torch.testing.assert_close(v_cache[1, 9], v[1, 0], rtol=0, atol=0)
+    assert k_cache._version > versions[0] and v_cache._version > versions[1]  # the in-place write is visible
+
+
+def test_traced_calls_take_the_operators():
+    # Under a dispatch mode (here torch's fake tensors) the registered operators, with their fakes, run.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q, k, v = torch.empty(2, 9, 4, 16), torch.empty(2, 13, 2, 16), torch.empty(2, 13, 2, 16)
+        assert not _ops._eager(q, k, v)
+        out = flash_attn_func(q, k, v)
+    assert out.shape == (2, 9, 4, 16)
