@@ -2,6 +2,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -21,17 +22,20 @@ constexpr int kMinComputeMajor = 8;  // mma.sync m16n8k16 with bf16, cp.async: s
 using FwdFn = void (*)(const AttnParams&);
 using BwdFn = void (*)(const AttnParams&, const BwdPlan&);
 using KvcFn = void (*)(const AttnParams&, const KvcPlan&);
+using OccupancyFn = int (*)();
 
 // The launchers of one dtype and head dim bucket.
 struct Sm80Launchers {
     FwdFn fwd = nullptr;
     BwdFn bwd = nullptr;
     KvcFn kvc = nullptr;
+    OccupancyFn kvc_blocks_per_sm = nullptr;
 };
 
 template <ElemType kElem, int kHeadDim>
 Sm80Launchers sm80_launchers_of() {
-    return {&launch_fwd_sm80<kElem, kHeadDim>, &launch_bwd_sm80<kElem, kHeadDim>, &launch_kvc_sm80<kElem, kHeadDim>};
+    return {&launch_fwd_sm80<kElem, kHeadDim>, &launch_bwd_sm80<kElem, kHeadDim>, &launch_kvc_sm80<kElem, kHeadDim>,
+            &kvc_blocks_per_sm_sm80<kElem, kHeadDim>};
 }
 
 template <ElemType kElem>
@@ -70,12 +74,17 @@ void require_supported_device() {
     }
 }
 
+// The launchers for p; all null where none is compiled.
+Sm80Launchers sm80_launchers_or_none(const AttnParams& p) {
+    const int bucket = head_dim_bucket(p.head_dim, p.head_dim_v);
+    if (p.dtype == ElemType::f16) return sm80_launchers_of_dtype<ElemType::f16>(bucket);
+    if (p.dtype == ElemType::bf16) return sm80_launchers_of_dtype<ElemType::bf16>(bucket);
+    return {};
+}
+
 // The launchers for p, or an Error naming what is not compiled.
 Sm80Launchers sm80_launchers(const AttnParams& p, const char* direction) {
-    const int bucket = head_dim_bucket(p.head_dim, p.head_dim_v);
-    Sm80Launchers l;
-    if (p.dtype == ElemType::f16) l = sm80_launchers_of_dtype<ElemType::f16>(bucket);
-    if (p.dtype == ElemType::bf16) l = sm80_launchers_of_dtype<ElemType::bf16>(bucket);
+    const Sm80Launchers l = sm80_launchers_or_none(p);
     if (!l.fwd) {
         std::ostringstream os;
         os << "no GPU " << direction << " kernel for dtype " << elem_name(p.dtype) << ", head_dim " << p.head_dim
@@ -179,22 +188,40 @@ void run_backward(const AttnParams& p) {
 
 // ---- kv-cache forward ------------------------------------------------------------------------------------------------
 
+namespace {
+
 constexpr int kKvcBlockM = 64;         // packed query rows per block (KvcTileShape in sm80/kvcache_launch.cuh)
 constexpr int kKvcBlockN = 64;         // keys per tile up to head dim 128 (32 above); only the heuristic reads it
-constexpr int kKvcWavesWanted = 2;     // split until the blocks fill the GPU this many times over
 constexpr int kKvcMinTilesPerSplit = 4;  // a split's key tiles: fewer would not pay for the combine
 constexpr int kKvcMaxSplits = 128;
+constexpr double kKvcGoodEnough = 0.85;  // of the best wave efficiency: the fewest splits that reach it win
 
-KvcPlan make_kvc_plan(const AttnParams& p, int sm_count) {
+}  // namespace
+
+// The split count: every block of a decode step takes about as long as the others, so the time is set by the number
+// of waves rounded up. Among the counts whose last wave is full enough (efficiency = waves / ceil(waves) within
+// kKvcGoodEnough of the best), the smallest: each split adds combine work and shortens the key loop.
+int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t slots) {
+    const int64_t most = std::min<int64_t>(kKvcMaxSplits, std::max<int64_t>(1, key_tiles / kKvcMinTilesPerSplit));
+    if (blocks <= 0 || slots <= 0) return 1;
+    auto efficiency = [&](int64_t splits) {
+        const double waves = double(blocks * splits) / double(slots);
+        return waves / std::ceil(waves);
+    };
+    double best = 0.0;
+    for (int64_t s = 1; s <= most; ++s) best = std::max(best, efficiency(s));
+    for (int64_t s = 1; s <= most; ++s)
+        if (efficiency(s) >= kKvcGoodEnough * best) return static_cast<int>(s);
+    return 1;
+}
+
+KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm) {
     KvcPlan plan;
     const int64_t packed_rows = int64_t(p.seqlen_q) * (p.nheads / std::max(p.nheads_k, 1));
     const int64_t blocks = (packed_rows + kKvcBlockM - 1) / kKvcBlockM * p.batch * p.nheads_k;
     const int64_t key_tiles = (int64_t(p.seqlen_k) + kKvcBlockN - 1) / kKvcBlockN;  // of the cache's capacity
     int64_t splits = p.num_splits;
-    if (splits <= 0) {
-        const int64_t want = blocks > 0 ? (int64_t(kKvcWavesWanted) * sm_count + blocks - 1) / blocks : 1;
-        splits = std::min<int64_t>({want, std::max<int64_t>(1, key_tiles / kKvcMinTilesPerSplit), kKvcMaxSplits});
-    }
+    if (splits <= 0) splits = kvc_splits(blocks, key_tiles, int64_t(sm_count) * std::max(blocks_per_sm, 1));
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
     if (p.seqlen_q == 0) plan.num_splits = 1;
@@ -216,20 +243,24 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count) {
 
 size_t kvcache_workspace_bytes(const AttnParams& p) {
     if (p.batch == 0) return 0;
-    return make_kvc_plan(p, current_sm_count()).workspace_bytes;
+    // The workspace depends on the split count, hence on the kernel's occupancy; a combination with no kernel
+    // needs none (its run is refused).
+    const Sm80Launchers l = sm80_launchers_or_none(p);
+    if (!l.kvc_blocks_per_sm) return 0;
+    return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm()).workspace_bytes;
 }
 
 void run_kvcache(const AttnParams& p) {
     if (p.batch == 0 || (p.seqlen_q == 0 && p.seqlen_new == 0)) return;
     require_supported_device();
-    const KvcFn fn = sm80_launchers(p, "kv-cache forward").kvc;
-    const KvcPlan plan = make_kvc_plan(p, current_sm_count());
+    const Sm80Launchers launchers = sm80_launchers(p, "kv-cache forward");
+    const KvcPlan plan = make_kvc_plan(p, current_sm_count(), launchers.kvc_blocks_per_sm());
     if (p.workspace_bytes < plan.workspace_bytes || (plan.workspace_bytes > 0 && !p.workspace))
         throw Error(Status::invalid_argument, "workspace: the kv-cache forward needs " +
                                                   std::to_string(plan.workspace_bytes) +
                                                   " bytes (workspace_size()), got " + std::to_string(p.workspace_bytes));
     require_aligned_workspace(p);
-    fn(p, plan);
+    launchers.kvc(p, plan);
 }
 
 std::string compiled_kernels_summary() {

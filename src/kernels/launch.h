@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "common/params.h"
@@ -23,6 +24,9 @@ size_t backward_workspace_bytes(const AttnParams& p);
 
 void run_kvcache(const AttnParams& p);
 size_t kvcache_workspace_bytes(const AttnParams& p);
+// The kv-cache forward's split count: `blocks` thread blocks with `key_tiles` key tiles each, on `slots` resident
+// blocks (SMs x blocks per SM).
+int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t slots);
 
 void run_merge(const AttnParams& p);  // merge.cu
 

@@ -57,7 +57,10 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
     Elem* sK = sQ + T::kBlockM * T::kStride;
     Elem* sV = sK + T::kBlockN * T::kStride;
 
-    const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
+    // With a causal mask later row blocks see more keys. Blocks start in blockIdx.x order, so the heaviest get the
+    // lowest indices: longest first, leaving the short ones to fill the last wave.
+    const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+    const int b = blockIdx.y, h = blockIdx.z;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int group = lane / 4, tig = lane % 4;  // mma fragment coordinates
 

@@ -8,6 +8,8 @@
 #include <cstdint>
 
 #include "common/params.h"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/tile_io.cuh"
 
 namespace flashattn::kernels {
 
@@ -59,6 +61,55 @@ __device__ __forceinline__ CacheView<Elem> cache_view(const AttnParams& p, const
     }
     return v;
 }
+
+// Where this thread's 16-byte chunks of one key tile come from: (block, row in block) per chunk, with chunk
+// tid + i * kThreads being row chunk / kChunks as in load_rows_async. A paged cache's rows cost a block-table read
+// each; looking them up a tile ahead keeps those reads off the path of the tile's copies, and K and V share them.
+template <int kRows, int kHeadDim, int kThreads>
+struct KeyTileRows {
+    static constexpr int kChunks = SmemRow<kHeadDim>::kChunks;
+    static constexpr int kTotal = kRows * kChunks;
+    static constexpr int kIters = (kTotal + kThreads - 1) / kThreads;
+    int32_t block[kIters];     // physical block; 0 for a dense cache
+    int32_t in_block[kIters];  // row inside that block; the position itself for a dense cache
+
+    // The rows of the tile whose row 0 is cache position first_pos; rows >= valid_rows are not looked up.
+    template <typename View>
+    __device__ __forceinline__ void locate(const View& cache, int first_pos, int valid_rows, int tid) {
+#pragma unroll
+        for (int i = 0; i < kIters; ++i) {
+            const int chunk = tid + i * kThreads;
+            const int r = chunk / kChunks;
+            const int pos = first_pos + r;
+            const bool valid = (kTotal % kThreads == 0 || chunk < kTotal) && r < valid_rows;
+            if (cache.blocks) {
+                block[i] = valid ? __ldg(cache.blocks + pos / cache.page_size) : 0;
+                in_block[i] = valid ? pos % cache.page_size : 0;
+            } else {
+                block[i] = 0;
+                in_block[i] = valid ? pos : 0;
+            }
+        }
+    }
+
+    // Start the copy of the tile's rows [0, valid_rows), columns [0, valid_cols) from `cache` (K or V) into smem;
+    // the rest is zero-filled.
+    template <typename Elem, typename View>
+    __device__ __forceinline__ void load_async(Elem* smem, const View& cache, const Elem* any_row, int valid_rows,
+                                               int valid_cols, int tid) const {
+#pragma unroll
+        for (int i = 0; i < kIters; ++i) {
+            const int chunk = tid + i * kThreads;
+            if (kTotal % kThreads != 0 && chunk >= kTotal) break;
+            const int r = chunk / kChunks;
+            const int c = (chunk % kChunks) * kChunkElems;
+            const bool valid = r < valid_rows && c < valid_cols;
+            const Elem* src =
+                cache.base + int64_t(block[i]) * cache.block_stride + int64_t(in_block[i]) * cache.row_stride + c;
+            ptx::cp_async_16(ptx::smem_addr(smem + r * SmemRow<kHeadDim>::kStride + c), valid ? src : any_row, valid);
+        }
+    }
+};
 
 // Query rows rotate at length + i when the mask is causal or windowed, else all at length (FlashAttention's rule).
 __device__ __forceinline__ bool rotate_queries_per_row(const AttnParams& p) {

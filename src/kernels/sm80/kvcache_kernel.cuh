@@ -39,7 +39,11 @@ struct KvcTraits {
     static constexpr int kQkSteps = kHeadDim / 16;
     static constexpr int kPvSteps = kBlockN / 16;
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
-    static constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * kStride * 2;  // Q, K, V
+    // Decode is bound by memory latency: more resident blocks keep more copies in flight. Three fit in shared memory
+    // up to head dim 128 (70 KB each at 128); the register cap this sets (~168) costs no spill there.
+    static constexpr int kMinBlocksPerSm = kHeadDim <= 128 ? 3 : 1;
+    static constexpr int kKeyBuffers = 2;  // K tiles: the next one streams in while this one is used
+    static constexpr int kSmemBytes = (kBlockM + (kKeyBuffers + 1) * kBlockN) * kStride * 2;  // Q, K x 2, V
     static_assert(kRowsPerWarp % 16 == 0 && kBlockN % 16 == 0, "whole mma tiles");
 };
 
@@ -54,12 +58,13 @@ __device__ __forceinline__ TileRange split_tiles(int first, int last, int split,
 }
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p, const KvcPlan plan) {
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) kvcache_kernel(const AttnParams p, const KvcPlan plan) {
     using Elem = typename T::Elem;
     extern __shared__ __align__(16) unsigned char smem_bytes[];
     Elem* sQ = reinterpret_cast<Elem*>(smem_bytes);
     Elem* sK = sQ + T::kBlockM * T::kStride;
-    Elem* sV = sK + T::kBlockN * T::kStride;
+    Elem* sV = sK + T::kKeyBuffers * T::kBlockN * T::kStride;
+    auto key_buffer = [&](int n_tile) { return sK + (n_tile % T::kKeyBuffers) * T::kBlockN * T::kStride; };
 
     const int m_block = blockIdx.x, split = blockIdx.z;
     const int b = blockIdx.y / p.nheads_k, hk = blockIdx.y % p.nheads_k;
@@ -123,27 +128,40 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
     const float exp2_mult = transform_scores ? kLog2e : p.scale_log2;
     const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
 
-    // Key column j is cache position leftpad + j; a tile's rows past the sequence are zero-filled.
-    auto load_keys = [&](Elem* dst, const CacheView<const Elem>& cache, int n0, int cols) {
-        load_rows_async<T::kBlockN, T::kHeadDim, T::kThreads>(
-            dst, [&](int r) { return cache.row(int64_t(seq.leftpad) + n0 + r); }, any_row, seq.seqlen_k - n0, cols,
-            tid);
+    // Key column j is cache position leftpad + j; a tile's rows past the sequence are zero-filled. The pipeline:
+    // iteration n starts the copies of V(n) and K(n + 1), computes S(n) and its softmax while they fly, waits for
+    // V(n) alone, then O += P V(n). Where tile n + 2's rows live is looked up meanwhile (`next`), so a paged cache's
+    // block-table reads overlap the tile's work instead of delaying its copies.
+    using Rows = KeyTileRows<T::kBlockN, T::kHeadDim, T::kThreads>;
+    auto tile_rows = [&](Rows& r, int n_tile) {
+        if (n_tile < tiles.end) r.locate(kc, seq.leftpad + n_tile * T::kBlockN, seq.seqlen_k - n_tile * T::kBlockN, tid);
     };
+    Rows current, next;  // tiles n and n + 1 at the top of iteration n
+    tile_rows(current, tiles.begin);
+    tile_rows(next, tiles.begin + 1);
 
     load_rows_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q_row, any_row, rows, p.head_dim, tid);
-    if (tiles.begin < tiles.end) load_keys(sK, kc, tiles.begin * T::kBlockN, p.head_dim);
+    if (tiles.begin < tiles.end)
+        current.load_async(key_buffer(tiles.begin), kc, any_row, seq.seqlen_k - tiles.begin * T::kBlockN, p.head_dim,
+                           tid);
     ptx::cp_async_commit();
 
     for (int n_tile = tiles.begin; n_tile < tiles.end; ++n_tile) {
         const int n0 = n_tile * T::kBlockN;
         ptx::cp_async_wait<0>();
-        __syncthreads();  // K(n_tile) and Q landed; every warp is done reading V(n_tile - 1)
-        load_keys(sV, vc, n0, p.head_dim_v);
+        __syncthreads();  // K(n_tile) and Q landed; every warp is done reading V(n_tile - 1) and K(n_tile - 1)
+        current.load_async(sV, vc, any_row, seq.seqlen_k - n0, p.head_dim_v, tid);
         ptx::cp_async_commit();
+        if (n_tile + 1 < tiles.end)
+            next.load_async(key_buffer(n_tile + 1), kc, any_row, seq.seqlen_k - n0 - T::kBlockN, p.head_dim, tid);
+        ptx::cp_async_commit();  // an empty group on the last tile keeps the wait count below uniform
+        current = next;
+        tile_rows(next, n_tile + 2);
 
         // ---- S = Q K^T -------------------------------------------------------------------------------------------
         float acc_s[T::kMTiles][T::kNTiles][4];
-        scores_tile<T>(acc_s, sK, lane, [&](uint32_t(&a)[4], int mt, int ks) {
+        const Elem* sK_now = key_buffer(n_tile);
+        scores_tile<T>(acc_s, sK_now, lane, [&](uint32_t(&a)[4], int mt, int ks) {
             ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (warp_row0 + mt * 16 + lane % 16) * T::kStride + ks * 16 +
                                                (lane / 16) * 8));
         });
@@ -182,10 +200,8 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
         // ---- online softmax ------------------------------------------------------------------------------------------
         online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
 
-        ptx::cp_async_wait<0>();
-        __syncthreads();  // V(n_tile) landed; every warp is done reading K(n_tile)
-        if (n_tile + 1 < tiles.end) load_keys(sK, kc, n0 + T::kBlockN, p.head_dim);
-        ptx::cp_async_commit();
+        ptx::cp_async_wait<1>();
+        __syncthreads();  // V(n_tile) landed (K(n_tile + 1) may still be in flight)
 
         // ---- O += P V ------------------------------------------------------------------------------------------------
         accumulate_pv<T>(acc_o, acc_s, sV, lane);

@@ -22,6 +22,22 @@ constexpr int kKvcWideHeadDim = 128;
 template <typename Elem, int kHeadDim>
 using KvcTileShape = KvcTraits<Elem, kHeadDim, 64, (kHeadDim > kKvcWideHeadDim ? 32 : 64), 4>;
 
+// Asked once per process (the first device's answer serves all: only the split heuristic reads it).
+template <ElemType kElem, int kHeadDim>
+int kvc_blocks_per_sm_sm80() {
+    static const int cached = [] {
+        using T = KvcTileShape<ElemOf<kElem>, kHeadDim>;
+        const auto kernel = kvcache_kernel<T>;
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
+                   "cudaFuncSetAttribute(kv-cache shared memory)");
+        int blocks = 0;
+        check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, T::kThreads, T::kSmemBytes),
+                   "cudaOccupancyMaxActiveBlocksPerMultiprocessor(kv-cache)");
+        return blocks > 0 ? blocks : 1;
+    }();
+    return cached;
+}
+
 template <ElemType kElem, int kHeadDim>
 void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
     using Elem = ElemOf<kElem>;
@@ -62,4 +78,5 @@ void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
 }  // namespace flashattn::kernels
 
 #define FLASHATTN_INSTANTIATE_SM80_KVCACHE(ELEM, HDIM) \
-    template void launch_kvc_sm80<ElemType::ELEM, HDIM>(const AttnParams&, const KvcPlan&);
+    template void launch_kvc_sm80<ElemType::ELEM, HDIM>(const AttnParams&, const KvcPlan&); \
+    template int kvc_blocks_per_sm_sm80<ElemType::ELEM, HDIM>();
