@@ -192,7 +192,7 @@ namespace {
 
 constexpr int kKvcBlockM = 64;         // packed query rows per block (KvcTileShape in sm80/kvcache_launch.cuh)
 constexpr int kKvcBlockN = 64;         // keys per tile up to head dim 128 (32 above); only the heuristic reads it
-constexpr int kKvcMinTilesPerSplit = 4;  // a split's key tiles: fewer would not pay for the combine
+constexpr int kKvcMinTilesPerSplit = 2;  // a split's key tiles: fewer would not pay for the combine
 constexpr int kKvcMaxSplits = 128;
 constexpr double kKvcGoodEnough = 0.85;  // of the best wave efficiency: the fewest splits that reach it win
 
@@ -203,7 +203,7 @@ constexpr double kKvcGoodEnough = 0.85;  // of the best wave efficiency: the few
 // kKvcGoodEnough of the best), the smallest: each split adds combine work and shortens the key loop.
 int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t slots) {
     const int64_t most = std::min<int64_t>(kKvcMaxSplits, std::max<int64_t>(1, key_tiles / kKvcMinTilesPerSplit));
-    if (blocks <= 0 || slots <= 0) return 1;
+    if (blocks <= 0 || slots <= 0 || key_tiles <= 0) return 1;
     auto efficiency = [&](int64_t splits) {
         const double waves = double(blocks * splits) / double(slots);
         return waves / std::ceil(waves);
@@ -211,7 +211,11 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t slots) {
     double best = 0.0;
     for (int64_t s = 1; s <= most; ++s) best = std::max(best, efficiency(s));
     for (int64_t s = 1; s <= most; ++s)
-        if (efficiency(s) >= kKvcGoodEnough * best) return static_cast<int>(s);
+        if (efficiency(s) >= kKvcGoodEnough * best) {
+            // Splits take ceil(key_tiles / s) tiles each: drop the ones that would be left with none.
+            const int64_t per_split = (key_tiles + s - 1) / s;
+            return static_cast<int>((key_tiles + per_split - 1) / per_split);
+        }
     return 1;
 }
 

@@ -24,12 +24,13 @@ TEST(KvcSplits, ASparseLastWaveIsFilledBySplitting) {
 }
 
 TEST(KvcSplits, FewBlocksSplitAsFarAsTheTilesAllow) {
-    // Batch 1, 8 kv heads, 64 key tiles: at most 64 / 4 splits; 16 x 8 = 128 blocks fill 48% of 264 slots, the
-    // best on offer; 14 splits (42%) is the fewest within 85% of it.
-    EXPECT_EQ(kvc_splits(8, 64, kSms * 2), 14);
-    // A short cache: never fewer than 4 tiles a split.
-    EXPECT_EQ(kvc_splits(8, 7, kSms * 2), 1);
-    EXPECT_EQ(kvc_splits(8, 8, kSms * 2), 2);
+    // Batch 1, 8 kv heads, 64 key tiles: at most 64 / 2 splits; 32 x 8 = 256 blocks fill 97% of 264 slots, the
+    // best on offer; 28 splits (85%) is the fewest within 85% of it, and as 28 splits take 3 tiles each, 22 of
+    // them hold every tile.
+    EXPECT_EQ(kvc_splits(8, 64, kSms * 2), 22);
+    // A short cache: never fewer than 2 tiles a split.
+    EXPECT_EQ(kvc_splits(8, 3, kSms * 2), 1);
+    EXPECT_EQ(kvc_splits(8, 4, kSms * 2), 2);
 }
 
 TEST(KvcSplits, CappedAt128) {

@@ -39,9 +39,9 @@ struct KvcTraits {
     static constexpr int kQkSteps = kHeadDim / 16;
     static constexpr int kPvSteps = kBlockN / 16;
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
-    // Decode is bound by memory latency: more resident blocks keep more copies in flight. Three fit in shared memory
-    // up to head dim 128 (70 KB each at 128); the register cap this sets (~168) costs no spill there.
-    static constexpr int kMinBlocksPerSm = kHeadDim <= 128 ? 3 : 1;
+    // No minimum of resident blocks is asked for: capping registers at 168 for three blocks per SM spilled 240 bytes
+    // at hd128 and halved the decode bandwidth on an H100 (bench/NOTES.md); at ~250 registers two blocks fit.
+    static constexpr int kMinBlocksPerSm = 1;
     static constexpr int kKeyBuffers = 2;  // K tiles: the next one streams in while this one is used
     static constexpr int kSmemBytes = (kBlockM + (kKeyBuffers + 1) * kBlockN) * kStride * 2;  // Q, K x 2, V
     static_assert(kRowsPerWarp % 16 == 0 && kBlockN % 16 == 0, "whole mma tiles");
