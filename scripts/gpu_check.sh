@@ -7,6 +7,7 @@
 #   FLASHATTN_DECODE_ARGS  arguments for bench/bench_decode.py (default "--quick"; "" for the whole decode sweep)
 # One call of the device tool may run 10 minutes: with every step on, pass --quick to the benchmarks or skip some.
 #   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1 / FLASHATTN_SKIP_PYTHON=1   skip those steps
+#   FLASHATTN_SKIP_TRAINING_BENCH=1   of the benchmarks, run the decode one only
 # The Python package is installed with pip (no build isolation: the machine may be offline, so scikit-build-core and
 # nanobind must be installed) into a folder of its own, and its tests and benchmark run against that installation
 # under the machine's torch.
@@ -125,7 +126,7 @@ if [ "${FLASHATTN_SKIP_MEMCHECK:-0}" != 1 ] && command -v compute-sanitizer >/de
 fi
 
 # ---- benchmark -------------------------------------------------------------------------------------------------------
-if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ]; then
+if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_TRAINING_BENCH:-0}" != 1 ]; then
   t0=$(date +%s)
   python3 "$root/bench/bench_sweep.py" --lib "$build/libflashattn.so" --json "$out/bench.json" \
     ${FLASHATTN_BENCH_ARGS:-} > "$out/bench.log" 2>&1
@@ -134,11 +135,13 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ]; then
 fi
 # The Python API's benchmark (the installed package, autograd and allocation included), with its plot.
 if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "$py_usable" -eq 1 ]; then
-  t0=$(date +%s)
-  (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_python.py" --out "$out" ${FLASHATTN_BENCH_ARGS:-} \
-     > "$out/bench_python.log" 2>&1)
-  note "bench_python: rc $? in $(( $(date +%s) - t0 )) s"
-  tail -8 "$out/bench_python.log"
+  if [ "${FLASHATTN_SKIP_TRAINING_BENCH:-0}" != 1 ]; then
+    t0=$(date +%s)
+    (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_python.py" --out "$out" ${FLASHATTN_BENCH_ARGS:-} \
+       > "$out/bench_python.log" 2>&1)
+    note "bench_python: rc $? in $(( $(date +%s) - t0 )) s"
+    tail -8 "$out/bench_python.log"
+  fi
   # KV-cache decode against SDPA, with the device copy bandwidth of the same run.
   t0=$(date +%s)
   (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out "$out" ${FLASHATTN_DECODE_ARGS---quick} \

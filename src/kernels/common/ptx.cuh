@@ -77,6 +77,14 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // ----- 16-byte global and shared accesses ----------------------------------------------------------------------------
 
+// 4-byte read-only global load, issued where it is written: volatile keeps it ahead of the work it should overlap
+// (the compiler would otherwise sink it to its use).
+__device__ __forceinline__ int32_t ld_global_nc_early_s32(const int32_t* gmem) {
+    int32_t v;
+    asm volatile("ld.global.nc.s32 %0, [%1];\n" : "=r"(v) : "l"(gmem));
+    return v;
+}
+
 __device__ __forceinline__ uint4 ld_shared_16(uint32_t addr) {
     uint4 v;
     asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));

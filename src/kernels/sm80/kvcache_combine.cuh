@@ -2,7 +2,7 @@
 // w_s = exp(lse_s - max lse), and lse = max + log(sum_s w_s). The split-KV kv-cache forward merges its splits with
 // it. A range that saw no key has lse -inf and weight 0; a row no range saw gets out 0 and lse +inf.
 //
-// One warp per output row (sequence, head, token); lanes walk the splits for the LSE, then the columns.
+// One warp per output row (sequence, head, token); lanes walk the splits for the LSE, then share the columns.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -49,15 +49,37 @@ __global__ void __launch_bounds__(kCombineWarps * 32) kvcache_combine_kernel(con
         weight_sum += empty ? 0.f : expf(plan.lse_accum[s * rows_per_split + row] - max_lse);
     weight_sum = warp_sum(weight_sum);
 
+    // Lane j holds split s0 + j's weight and hands it round by shuffle, so each partial row is one 16-byte load per
+    // lane with several in flight (a loop of dependent scalar loads per split and column took ~20 us at 22 splits).
     Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride + token * p.out_row_stride + h * p.out_head_stride;
-    for (int c = lane; c < p.head_dim_v; c += 32) {
-        float acc = 0.f;
-        if (!empty)
-            for (int s = 0; s < plan.num_splits; ++s) {
-                const float w = expf(plan.lse_accum[s * rows_per_split + row] - max_lse);
-                acc += w * plan.o_accum[(s * rows_per_split + row) * p.head_dim_v + c];
+    constexpr int kColsPerLane = 4;                       // one float4 of a partial row
+    constexpr int kColsPerPass = 32 * kColsPerLane;
+    for (int c_base = 0; c_base < p.head_dim_v; c_base += kColsPerPass) {  // uniform: every lane shuffles
+        const int c = c_base + kColsPerLane * lane;
+        const bool active = c < p.head_dim_v;                           // head_dim_v is a multiple of 8
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int s0 = 0; s0 < plan.num_splits && !empty; s0 += 32) {
+            const int mine = s0 + lane;
+            const float my_weight =
+                mine < plan.num_splits ? expf(plan.lse_accum[mine * rows_per_split + row] - max_lse) : 0.f;
+            const int count = min(32, plan.num_splits - s0);
+#pragma unroll 4
+            for (int j = 0; j < count; ++j) {
+                const float w = __shfl_sync(0xffffffffu, my_weight, j);
+                if (active) {
+                    const float4 o = *reinterpret_cast<const float4*>(
+                        plan.o_accum + ((s0 + j) * rows_per_split + row) * p.head_dim_v + c);
+                    acc.x += w * o.x, acc.y += w * o.y, acc.z += w * o.z, acc.w += w * o.w;
+                }
             }
-        store_elem(out + c, empty ? 0.f : acc / weight_sum);
+        }
+        if (active) {
+            const float inv = empty ? 0.f : 1.f / weight_sum;
+            store_elem(out + c, acc.x * inv);
+            store_elem(out + c + 1, acc.y * inv);
+            store_elem(out + c + 2, acc.z * inv);
+            store_elem(out + c + 3, acc.w * inv);
+        }
     }
     if (p.softmax_lse && lane == 0)
         p.softmax_lse[b * p.lse_batch_stride + h * p.lse_head_stride + token] =

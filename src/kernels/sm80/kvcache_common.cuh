@@ -83,7 +83,7 @@ struct KeyTileRows {
             const int pos = first_pos + r;
             const bool valid = (kTotal % kThreads == 0 || chunk < kTotal) && r < valid_rows;
             if (cache.blocks) {
-                block[i] = valid ? __ldg(cache.blocks + pos / cache.page_size) : 0;
+                block[i] = valid ? ptx::ld_global_nc_early_s32(cache.blocks + pos / cache.page_size) : 0;
                 in_block[i] = valid ? pos % cache.page_size : 0;
             } else {
                 block[i] = 0;
