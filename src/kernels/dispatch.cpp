@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <string>
 
@@ -12,6 +14,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/launch.h"
 #include "kernels/sm80/instances.h"
+#include "kernels/sm90/fwd_sm90.h"
 
 namespace flashattn::kernels {
 
@@ -129,9 +132,40 @@ size_t forward_workspace_bytes(const AttnParams& p) {
     return 0;
 }
 
+namespace {
+
+// FLASHATTN_FORWARD_PATH picks the forward kernel on an H100-class device: "sm80" the Ampere-class one, "sm90" the
+// Hopper one wherever it applies (sm90/fwd_sm90.h); unset or "auto", kSm90ForwardByDefault decides.
+constexpr bool kSm90ForwardByDefault = false;  // until the Hopper forward has passed the GPU tests
+constexpr const char* kForwardPathVariable = "FLASHATTN_FORWARD_PATH";
+
+bool sm90a_compiled() { return std::strstr(FLASHATTN_CUDA_ARCHS, "90a") != nullptr; }
+
+bool device_is_sm90() {
+    int device = 0, major = 0, minor = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+    return major == 9 && minor == 0;
+}
+
+bool use_sm90_forward(const AttnParams& p) {
+    const char* choice = std::getenv(kForwardPathVariable);
+    const bool forced = choice && std::strcmp(choice, "sm90") == 0;
+    if (choice && std::strcmp(choice, "sm80") == 0) return false;
+    if (!forced && !kSm90ForwardByDefault) return false;
+    return sm90a_compiled() && device_is_sm90() && sm90_forward_handles(p);
+}
+
+}  // namespace
+
 void run_forward(const AttnParams& p) {
     if (p.batch == 0 || p.seqlen_q == 0) return;
     require_supported_device();
+    if (use_sm90_forward(p)) {
+        launch_fwd_sm90(p);
+        return;
+    }
     const FwdFn fn = sm80_launchers(p, "forward").fwd;
     AttnParams run = p;
     if (p.attn_probs && !p.softmax_lse) {

@@ -1,7 +1,8 @@
 // The Hopper primitives (ptx_sm90.cuh, wgmma_ops.cuh, sm90/tensor_map.h) on their own, before any kernel is built
 // from them: a 64 x 64 x K GEMM, C = A B^T with A (64 x K) and B (64 x K) row-major bf16, whose K tiles arrive by
 // the copy engine (128-byte swizzle, two stages on mbarriers) and are multiplied by wgmma, with A from shared memory
-// (SS) or from registers (RS). Runs on compute capability 9.0 only (sm_90a code); skips elsewhere, saying why.
+// (SS) or from registers (RS); and C = A B with B (K x 64) row-major, the N-major B operand (the forward's P V).
+// Runs on compute capability 9.0 only (sm_90a code); skips elsewhere, saying why.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -34,7 +35,9 @@ struct alignas(kSmemAlign) GemmSmem {
     uint64_t full[kStages];
 };
 
-template <bool kAFromRegisters>
+constexpr int kSwizzleRowBytes = 128;  // one row of a swizzled tile: an N-major B's k16 step is 16 of them
+
+template <bool kAFromRegisters, bool kBNMajor>
 __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ CUtensorMap map_a,
                                                         const __grid_constant__ CUtensorMap map_b,
                                                         const __nv_bfloat16* a_global, float* c, int k_tiles, int k) {
@@ -51,7 +54,10 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
         const int st = kt % kStages;
         ptx::mbarrier_arrive_expect_tx(&s.full[st], 2 * kTileBytes);
         ptx::tma_load_2d(s.a[st], &map_a, &s.full[st], kt * kTileK, 0);
-        ptx::tma_load_2d(s.b[st], &map_b, &s.full[st], kt * kTileK, 0);
+        if constexpr (kBNMajor)
+            ptx::tma_load_2d(s.b[st], &map_b, &s.full[st], 0, kt * kTileK);  // rows kt*64.. of B (K x 64)
+        else
+            ptx::tma_load_2d(s.b[st], &map_b, &s.full[st], kt * kTileK, 0);
     };
     if (tid == 0)
         for (int kt = 0; kt < kStages && kt < k_tiles; ++kt) issue(kt);
@@ -66,16 +72,18 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
 #pragma unroll
         for (int ks = 0; ks < kTileK / kKStep; ++ks) {
             const int step_bytes = ks * kKStep * 2;
-            const uint64_t desc_b = ptx::smem_desc_sw128(ptx::smem_addr(s.b[st]) + step_bytes);
+            const uint32_t b_step_bytes = kBNMajor ? ks * kKStep * kSwizzleRowBytes : step_bytes;
+            const uint64_t desc_b = ptx::smem_desc_sw128(ptx::smem_addr(s.b[st]) + b_step_bytes);
             if constexpr (kAFromRegisters) {
                 // The mma.sync A layout of this warp's 16 rows, read straight from global memory.
                 const int row = warp * 16 + lane / 4, col = kt * kTileK + ks * kKStep + 2 * (lane % 4);
                 auto pair = [&](int r, int cc) { return *reinterpret_cast<const uint32_t*>(a_global + r * k + cc); };
                 const uint32_t a[4] = {pair(row, col), pair(row + 8, col), pair(row, col + 8), pair(row + 8, col + 8)};
-                ptx::wgmma_rs_m64n64k16(acc, a, desc_b, 1, __nv_bfloat16());
+                ptx::wgmma_rs_m64n64k16<kBNMajor ? 1 : 0>(acc, a, desc_b, 1, __nv_bfloat16());
             } else {
                 const uint64_t desc_a = ptx::smem_desc_sw128(ptx::smem_addr(s.a[st]) + step_bytes);
-                ptx::wgmma_ss_m64n64k16(acc, desc_a, desc_b, (kt > 0 || ks > 0) ? 1 : 0, __nv_bfloat16());
+                ptx::wgmma_ss_m64n64k16<kBNMajor ? 1 : 0>(acc, desc_a, desc_b, (kt > 0 || ks > 0) ? 1 : 0,
+                                                          __nv_bfloat16());
             }
         }
         ptx::wgmma_commit();
@@ -102,10 +110,12 @@ class GpuSm90Primitives : public GpuTest {
         if (major != 9 || minor != 0) GTEST_SKIP() << "the sm_90a primitives run on compute capability 9.0 only";
     }
 
-    template <bool kAFromRegisters>
+    // kBNMajor: B is (K x 64) row-major and C = A B; otherwise B is (64 x K) and C = A B^T.
+    template <bool kAFromRegisters, bool kBNMajor = false>
     void check_gemm(int k) {
         std::mt19937_64 rng(k);
-        HostTensor a(DType::bf16, {kTileM, k}), b(DType::bf16, {kTileN, k});
+        HostTensor a(DType::bf16, {kTileM, k});
+        HostTensor b = kBNMajor ? HostTensor(DType::bf16, {k, kTileN}) : HostTensor(DType::bf16, {kTileN, k});
         a.fill_normal(rng);
         b.fill_normal(rng);
         DeviceTensor da = DeviceTensor::upload(a), db = DeviceTensor::upload(b);
@@ -114,9 +124,10 @@ class GpuSm90Primitives : public GpuTest {
         const CUtensorMap map_a =
             kernels::make_tensor_map_2d_sw128(da.data(), ElemType::bf16, k, kTileM, k, kTileK, kTileM);
         const CUtensorMap map_b =
-            kernels::make_tensor_map_2d_sw128(db.data(), ElemType::bf16, k, kTileN, k, kTileK, kTileN);
+            kBNMajor ? kernels::make_tensor_map_2d_sw128(db.data(), ElemType::bf16, kTileN, k, kTileN, kTileN, kTileK)
+                     : kernels::make_tensor_map_2d_sw128(db.data(), ElemType::bf16, k, kTileN, k, kTileK, kTileN);
         const int smem = sizeof(GemmSmem) + kSmemAlign;
-        const auto kernel = gemm_kernel<kAFromRegisters>;
+        const auto kernel = gemm_kernel<kAFromRegisters, kBNMajor>;
         cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "smem limit");
         kernel<<<1, kThreads, smem>>>(map_a, map_b, static_cast<const __nv_bfloat16*>(da.data()),
                                       static_cast<float*>(dc.data()), k / kTileK, k);
@@ -128,8 +139,9 @@ class GpuSm90Primitives : public GpuTest {
             for (int n = 0; n < kTileN; ++n) {
                 double want = 0, magnitude = 0;
                 for (int kk = 0; kk < k; ++kk) {
-                    want += a.get(int64_t(m) * k + kk) * b.get(int64_t(n) * k + kk);
-                    magnitude += std::fabs(a.get(int64_t(m) * k + kk) * b.get(int64_t(n) * k + kk));
+                    const double bv = kBNMajor ? b.get(int64_t(kk) * kTileN + n) : b.get(int64_t(n) * k + kk);
+                    want += a.get(int64_t(m) * k + kk) * bv;
+                    magnitude += std::fabs(a.get(int64_t(m) * k + kk) * bv);
                 }
                 const double got = c.get(int64_t(m) * kTileN + n);
                 ASSERT_LE(std::fabs(got - want), k * unit_roundoff * magnitude)
@@ -144,6 +156,11 @@ TEST_F(GpuSm90Primitives, TmaAndWgmmaSharedShared) {
 }
 
 TEST_F(GpuSm90Primitives, WgmmaRegistersShared) { check_gemm<true>(4 * kTileK); }
+
+TEST_F(GpuSm90Primitives, WgmmaNMajorB) {
+    check_gemm<false, true>(kTileK);      // SS, one tile
+    check_gemm<true, true>(4 * kTileK);   // RS (the forward's P V), stages reused
+}
 
 }  // namespace
 }  // namespace flashattn::testing

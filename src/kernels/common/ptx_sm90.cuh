@@ -113,6 +113,20 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const void* map, uint64_t
 #endif
 }
 
+// The same for a 4-D tensor (x innermost): (head dim, row, head, batch) boxes of attention tensors.
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t* bar, int x, int y, int z, int w) {
+#if FLASHATTN_SM90
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+        "%6}], [%2];\n" ::"r"(smem_addr(dst)),
+        "l"(map), "r"(smem_addr(bar)), "r"(x), "r"(y), "r"(z), "r"(w)
+        : "memory");
+#else
+    (void)dst, (void)map, (void)bar, (void)x, (void)y, (void)z, (void)w;
+    __trap();
+#endif
+}
+
 // Shared memory written by ordinary stores that the copy engine or wgmma reads next: each writing thread fences
 // before the barrier that hands the data over.
 __device__ __forceinline__ void fence_proxy_async_shared() {

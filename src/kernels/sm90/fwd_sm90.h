@@ -1,0 +1,21 @@
+// The Hopper forward's host side (sm90/fwd_launch.cu): which problems it takes, and its launch.
+#pragma once
+
+#include <cstdint>
+
+#include "common/params.h"
+
+namespace flashattn::kernels {
+
+// Whether the Hopper forward computes p: dense batches of float16/bfloat16 with head_dim == head_dim_v <= 128 (a
+// multiple of 8), causal and window masks, GQA; pointers and strides the copy engine can address (16-byte
+// multiples). Dropout, softcap, ALiBi, varlen and attention probabilities stay with the Ampere-class kernel. The
+// device (compute capability 9.0) and the build (sm_90a compiled) are the dispatch's checks.
+bool sm90_forward_handles(const AttnParams& p);
+
+void launch_fwd_sm90(const AttnParams& p);
+
+// Launches so far in this process: lets a test tell that the Hopper path, not the fallback, computed its case.
+int64_t sm90_forward_launches();
+
+}  // namespace flashattn::kernels

@@ -1,0 +1,97 @@
+// The Hopper forward (src/kernels/sm90) against the fp32 CPU oracle by the rule of attention_case.h: the cases it
+// takes (float16/bfloat16, head dims up to 128, causal and window masks, GQA, odd lengths), each run with
+// FLASHATTN_FORWARD_PATH=sm90 in both block shapes (FLASHATTN_SM90_WARPGROUPS 1 and 2) and checked to have
+// launched the Hopper kernel rather than the Ampere fallback.
+// Skipped, saying why, where the device is not compute capability 9.0 or sm_90a was not compiled.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/build_config.h"
+#include "kernels/attention_case.h"
+#include "kernels/sm90/fwd_sm90.h"
+#include "kernels/test_cases.h"
+
+namespace flashattn::testing {
+namespace {
+
+// Sets an environment variable for one scope, restoring what was there.
+class ScopedEnv {
+  public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        const char* old = std::getenv(name);
+        if (old) saved_ = old, had_ = true;
+        setenv(name, value, 1);
+    }
+    ~ScopedEnv() {
+        if (had_)
+            setenv(name_, saved_.c_str(), 1);
+        else
+            unsetenv(name_);
+    }
+
+  private:
+    const char* name_;
+    std::string saved_;
+    bool had_ = false;
+};
+
+void check_on_sm90(const AttnCase& c) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        cudaGetLastError();
+        GTEST_SKIP() << "no CUDA GPU visible";
+    }
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    if (major != 9 || minor != 0) GTEST_SKIP() << "the Hopper forward runs on compute capability 9.0 only";
+    if (!std::strstr(FLASHATTN_CUDA_ARCHS, "90a")) GTEST_SKIP() << "sm_90a not in this build's architectures";
+    ScopedEnv path("FLASHATTN_FORWARD_PATH", "sm90");
+    for (const char* warpgroups : {"1", "2"}) {
+        SCOPED_TRACE(std::string("FLASHATTN_SM90_WARPGROUPS=") + warpgroups);
+        ScopedEnv shape("FLASHATTN_SM90_WARPGROUPS", warpgroups);
+        const int64_t before = kernels::sm90_forward_launches();
+        check_forward(c);
+        EXPECT_GT(kernels::sm90_forward_launches(), before) << "the Ampere-class fallback ran, not the Hopper kernel";
+    }
+}
+
+std::vector<AttnCase> sm90_cases() {
+    std::vector<AttnCase> cases;
+    // Head dims of both buckets (40 and 72 zero-filled by the copy engine), both dtypes, lengths on and off tiles.
+    for (int64_t d : {40, 64, 72, 128})
+        for (DType dt : kDtypes)
+            cases.push_back({.dtype = dt, .seqlen_q = dt == kF16 ? 113 : 1000, .seqlen_k = dt == kF16 ? 1000 : 113,
+                             .head_dim = d});
+    cases.push_back({.dtype = kBF16, .batch = 3, .seqlen_q = 1, .seqlen_k = 1, .head_dim = 128});
+    cases.push_back({.dtype = kF16, .seqlen_q = 17, .seqlen_k = 17, .head_dim = 64});
+    cases.push_back({.dtype = kBF16, .batch = 1, .seqlen_q = 2049, .seqlen_k = 2049, .nheads = 8, .nheads_k = 8,
+                     .head_dim = 128});
+    // Bottom-right causal: seqlen_q < seqlen_k, >, ==.
+    cases.push_back({.dtype = kF16, .seqlen_q = 113, .seqlen_k = 512, .head_dim = 64, .causal = true});
+    cases.push_back({.dtype = kBF16, .seqlen_q = 512, .seqlen_k = 113, .head_dim = 128, .causal = true});
+    cases.push_back({.dtype = kF16, .batch = 1, .seqlen_q = 2049, .seqlen_k = 2049, .nheads = 8, .nheads_k = 8,
+                     .head_dim = 128, .causal = true});
+    // Sliding windows.
+    cases.push_back({.dtype = kF16, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 64, .window_left = 100});
+    cases.push_back({.dtype = kBF16, .seqlen_q = 113, .seqlen_k = 512, .head_dim = 128, .window_left = 32,
+                     .window_right = 16});
+    // GQA and MQA.
+    cases.push_back({.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .nheads = 8, .nheads_k = 2,
+                     .head_dim = 128, .causal = true});
+    cases.push_back({.dtype = kF16, .seqlen_q = 113, .seqlen_k = 1000, .nheads = 6, .nheads_k = 1, .head_dim = 64});
+    return cases;
+}
+
+[[maybe_unused]] const bool registered = [] {
+    register_cases("GpuForwardSm90", "Cases", sm90_cases(), check_on_sm90, __FILE__, __LINE__);
+    return true;
+}();
+
+}  // namespace
+}  // namespace flashattn::testing
