@@ -68,11 +68,23 @@ fi
 # ---- tests ---------------------------------------------------------------------------------------------------------
 t0=$(date +%s)
 # GPU tests share the one GPU; several at once keep the 16 cores busy with the CPU oracle.
-ctest --test-dir "$build" --output-on-failure -j "${FLASHATTN_TEST_JOBS:-8}" --timeout 600 > "$out/test.log" 2>&1
+ctest --test-dir "$build" --output-on-failure -j "${FLASHATTN_TEST_JOBS:-8}" --timeout 300 > "$out/test.log" 2>&1
 test_rc=$?
 note "tests: $(grep -E 'tests passed|tests failed' "$out/test.log" | tail -1) in $(( $(date +%s) - t0 )) s (rc $test_rc)"
 grep -E '^\s+[0-9]+ - .*(Failed|Not Run|Timeout)' "$out/test.log" | head -40 | tee -a "$summary"
 note "skipped: $(grep -c 'Skipped' "$out/test.log" || true)"
+
+# ---- the Hopper forward (compute capability 9.0): the forward suites again with it selected wherever it applies ----
+cc_now=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
+if [ "$cc_now" = 90 ]; then
+  t0=$(date +%s)
+  FLASHATTN_FORWARD_PATH=sm90 ctest --test-dir "$build" --output-on-failure -j "${FLASHATTN_TEST_JOBS:-8}" \
+    --timeout 120 -R 'GpuForward|GpuEdge|GpuLse|GpuSm90' > "$out/test_sm90.log" 2>&1
+  note "tests with FLASHATTN_FORWARD_PATH=sm90: $(grep -E 'tests passed|tests failed' "$out/test_sm90.log" | tail -1) in $(( $(date +%s) - t0 )) s"
+  grep -E '^\s+[0-9]+ - .*(Failed|Not Run|Timeout)' "$out/test_sm90.log" | head -20 | tee -a "$summary"
+  command -v cuobjdump >/dev/null && note "HGMMA instructions in the Hopper forward: $(cuobjdump -sass \
+    "$build/CMakeFiles/flashattn_objects.dir/src/kernels/sm90/fwd_launch.cu.o" 2>/dev/null | grep -c HGMMA)"
+fi
 
 # ---- the Python package, installed as a user installs it -----------------------------------------------------------
 py_rc=0
@@ -132,6 +144,16 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_TRAINING_BENCH:-
     ${FLASHATTN_BENCH_ARGS:-} > "$out/bench.log" 2>&1
   note "bench: rc $? in $(( $(date +%s) - t0 )) s"
   tail -60 "$out/bench.log"
+  if [ "$cc_now" = 90 ]; then  # the Hopper forward, two and one warpgroups a block (the backward rows repeat)
+    for wgs in 2 1; do
+      t0=$(date +%s)
+      FLASHATTN_FORWARD_PATH=sm90 FLASHATTN_SM90_WARPGROUPS=$wgs timeout 300 python3 "$root/bench/bench_sweep.py" \
+        --lib "$build/libflashattn.so" --json "$out/bench_sm90_${wgs}wg.json" ${FLASHATTN_BENCH_ARGS:-} \
+        > "$out/bench_sm90_${wgs}wg.log" 2>&1
+      note "bench, Hopper forward with $wgs warpgroup(s): rc $? in $(( $(date +%s) - t0 )) s"
+      grep -E 'geometric' "$out/bench_sm90_${wgs}wg.log" | tee -a "$summary"
+    done
+  fi
 fi
 # The Python API's benchmark (the installed package, autograd and allocation included), with its plot.
 if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "$py_usable" -eq 1 ]; then
