@@ -136,7 +136,7 @@ namespace {
 
 // FLASHATTN_FORWARD_PATH picks the forward kernel on an H100-class device: "sm80" the Ampere-class one, "sm90" the
 // Hopper one wherever it applies (sm90/fwd_sm90.h); unset or "auto", kSm90ForwardByDefault decides.
-constexpr bool kSm90ForwardByDefault = false;  // until the Hopper forward has passed the GPU tests
+constexpr bool kSm90ForwardByDefault = true;  // passed every forward GPU test on an H100 (bench/NOTES_sm90.md)
 constexpr const char* kForwardPathVariable = "FLASHATTN_FORWARD_PATH";
 
 bool sm90a_compiled() { return std::strstr(FLASHATTN_CUDA_ARCHS, "90a") != nullptr; }
