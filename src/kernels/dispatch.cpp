@@ -306,6 +306,9 @@ std::string compiled_kernels_summary() {
     os << "Ampere-class (mma.sync) forward, backward and kv-cache forward: float16, bfloat16 x head dims";
     for (int b : kHeadDimBuckets) os << ' ' << b;
     os << " (other head dims up to 256, multiples of 8, run in the next bucket); archs " << FLASHATTN_CUDA_ARCHS;
+    if (sm90a_compiled())
+        os << "; Hopper (wgmma, TMA) forward: float16, bfloat16 x head dims up to 128, the default on compute "
+              "capability 9.0 (FLASHATTN_FORWARD_PATH=sm80 turns it off)";
     return os.str();
 }
 
