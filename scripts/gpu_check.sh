@@ -21,10 +21,10 @@ export PYTHONUNBUFFERED=1
 summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
-# The device returns at most 8 files from $OUT: at exit the text logs go into one archive, next to the summary and
-# the benchmarks' JSON and plot.
+# The device returns at most 8 files from $OUT: at exit the text logs and the forward variants' JSON go into one
+# archive, next to the summary and the main benchmarks' JSON and plot.
 pack_logs() {
-  (cd "$out" && shopt -s nullglob && logs=(*.log *.txt) && [ ${#logs[@]} -gt 0 ] &&
+  (cd "$out" && shopt -s nullglob && logs=(*.log *.txt bench_sm80_*.json bench_sm90_*.json) && [ ${#logs[@]} -gt 0 ] &&
      tar czf logs.tar.gz --exclude=summary.txt "${logs[@]}" && for f in "${logs[@]}"; do
        [ "$f" = summary.txt ] || rm -f "$f"; done)
 }
@@ -145,14 +145,15 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_TRAINING_BENCH:-
   note "bench: rc $? in $(( $(date +%s) - t0 )) s"
   tail -60 "$out/bench.log"
   if [ "$cc_now" = 90 ]; then  # the other forward shapes for comparison (the backward rows repeat)
-    for variant in "sm80 1" "sm90 2"; do
+    for variant in "sm80 1 0" "sm90 2 0" "sm90 1 1"; do
       set -- $variant
+      name="bench_${1}_${2}wg_overlap$3"
       t0=$(date +%s)
-      FLASHATTN_FORWARD_PATH=$1 FLASHATTN_SM90_WARPGROUPS=$2 timeout 300 python3 "$root/bench/bench_sweep.py" \
-        --lib "$build/libflashattn.so" --json "$out/bench_${1}_${2}wg.json" ${FLASHATTN_BENCH_ARGS:-} \
-        > "$out/bench_${1}_${2}wg.log" 2>&1
-      note "bench, FLASHATTN_FORWARD_PATH=$1 FLASHATTN_SM90_WARPGROUPS=$2: rc $? in $(( $(date +%s) - t0 )) s"
-      grep -E 'geometric' "$out/bench_${1}_${2}wg.log" | tee -a "$summary"
+      FLASHATTN_FORWARD_PATH=$1 FLASHATTN_SM90_WARPGROUPS=$2 FLASHATTN_SM90_OVERLAP=$3 timeout 300 \
+        python3 "$root/bench/bench_sweep.py" --lib "$build/libflashattn.so" --json "$out/$name.json" \
+        ${FLASHATTN_BENCH_ARGS:-} > "$out/$name.log" 2>&1
+      note "bench, FLASHATTN_FORWARD_PATH=$1 FLASHATTN_SM90_WARPGROUPS=$2 FLASHATTN_SM90_OVERLAP=$3: rc $? in $(( $(date +%s) - t0 )) s"
+      grep -E 'geometric' "$out/$name.log" | tee -a "$summary"
     done
   fi
 fi

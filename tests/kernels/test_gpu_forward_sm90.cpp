@@ -1,7 +1,7 @@
 // The Hopper forward (src/kernels/sm90) against the fp32 CPU oracle by the rule of attention_case.h: the cases it
 // takes (float16/bfloat16, head dims up to 128, causal and window masks, GQA, odd lengths), each run with
-// FLASHATTN_FORWARD_PATH=sm90 in both block shapes (FLASHATTN_SM90_WARPGROUPS 1 and 2) and checked to have
-// launched the Hopper kernel rather than the Ampere fallback.
+// FLASHATTN_FORWARD_PATH=sm90 in every variant (one or two warpgroups a block; the overlapped schedule) and checked
+// to have launched the Hopper kernel rather than the Ampere fallback.
 // Skipped, saying why, where the device is not compute capability 9.0 or sm_90a was not compiled.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -58,9 +58,14 @@ const char* sm90_unavailable() {
 void check_on_sm90(const AttnCase& c) {
     if (const char* why = sm90_unavailable()) GTEST_SKIP() << why;
     ScopedEnv path("FLASHATTN_FORWARD_PATH", "sm90");
-    for (const char* warpgroups : {"1", "2"}) {
-        SCOPED_TRACE(std::string("FLASHATTN_SM90_WARPGROUPS=") + warpgroups);
-        ScopedEnv shape("FLASHATTN_SM90_WARPGROUPS", warpgroups);
+    struct Variant {
+        const char* warpgroups;
+        const char* overlap;
+    };
+    for (const Variant v : {Variant{"1", "0"}, Variant{"2", "0"}, Variant{"1", "1"}}) {
+        SCOPED_TRACE(std::string("FLASHATTN_SM90_WARPGROUPS=") + v.warpgroups + " FLASHATTN_SM90_OVERLAP=" + v.overlap);
+        ScopedEnv shape("FLASHATTN_SM90_WARPGROUPS", v.warpgroups);
+        ScopedEnv overlap("FLASHATTN_SM90_OVERLAP", v.overlap);
         const int64_t before = kernels::sm90_forward_launches();
         check_forward(c);
         EXPECT_GT(kernels::sm90_forward_launches(), before) << "the Ampere-class fallback ran, not the Hopper kernel";

@@ -2,7 +2,8 @@
 // owns T::kMTiles m16 tiles of query rows; S and O live in its registers in the mma.sync C layout.
 //   start_rows:     O = 0, running max -inf, running sums 0
 //   scores_tile:    S = Q K^T against the T::kBlockN keys of a shared-memory K tile
-//   online_softmax: P = exp2(S * mult - running max * mult), rescaling O and the running row sums
+//   online_softmax: P = exp2(S * mult - running max * mult), rescaling O and the running row sums (also in two
+//                   steps: softmax_scores, then rescale_rows)
 //   accumulate_pv:  O += P V, P taken straight from the S registers (the C layout of two n8 tiles is the A layout of
 //                   one k16 step), V from a shared-memory tile
 // T provides Elem, kMTiles, kNTiles, kDTiles, kQkSteps, kPvSteps and kStride (the padded shared-memory row).
@@ -62,11 +63,13 @@ __device__ __forceinline__ void scores_tile(float (&acc_s)[T::kMTiles][T::kNTile
 
 // Scores are in units whose exp2 after multiplying by exp2_mult is the softmax numerator. A row that has seen only
 // masked keys keeps its max at -inf; 0 is subtracted then, so that exp2 gives 0 rather than NaN.
+// The online softmax in two steps: softmax_scores turns S into P and updates the running max and sums, returning in
+// `rescale` the factor O must be multiplied by; rescale_rows applies it. A kernel whose O is still being accumulated
+// by an asynchronous product (the Hopper forward) runs the first step meanwhile and the second after.
 template <class T>
-__device__ __forceinline__ void online_softmax(float (&acc_s)[T::kMTiles][T::kNTiles][4],
-                                               float (&acc_o)[T::kMTiles][T::kDTiles][4],
+__device__ __forceinline__ void softmax_scores(float (&acc_s)[T::kMTiles][T::kNTiles][4],
                                                float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][2],
-                                               float exp2_mult) {
+                                               float exp2_mult, float (&rescale)[T::kMTiles][2]) {
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
@@ -78,7 +81,7 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[T::kMTiles][T::kNT
             tile_max = ptx::quad_max(tile_max);
             const float new_max = fmaxf(row_max[mt][half], tile_max);
             const float max_scaled = new_max == -INFINITY ? 0.f : new_max * exp2_mult;
-            const float rescale = ptx::exp2_fast(row_max[mt][half] * exp2_mult - max_scaled);
+            rescale[mt][half] = ptx::exp2_fast(row_max[mt][half] * exp2_mult - max_scaled);
             row_max[mt][half] = new_max;
             float sum = 0.f;
 #pragma unroll
@@ -89,13 +92,32 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[T::kMTiles][T::kNT
                     s = ptx::exp2_fast(s * exp2_mult - max_scaled);
                     sum += s;
                 }
-            row_sum[mt][half] = row_sum[mt][half] * rescale + sum;
+            row_sum[mt][half] = row_sum[mt][half] * rescale[mt][half] + sum;
+        }
+}
+
+template <class T>
+__device__ __forceinline__ void rescale_rows(float (&acc_o)[T::kMTiles][T::kDTiles][4],
+                                             const float (&rescale)[T::kMTiles][2]) {
+#pragma unroll
+    for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
 #pragma unroll
             for (int dt = 0; dt < T::kDTiles; ++dt) {
-                acc_o[mt][dt][2 * half] *= rescale;
-                acc_o[mt][dt][2 * half + 1] *= rescale;
+                acc_o[mt][dt][2 * half] *= rescale[mt][half];
+                acc_o[mt][dt][2 * half + 1] *= rescale[mt][half];
             }
-        }
+}
+
+template <class T>
+__device__ __forceinline__ void online_softmax(float (&acc_s)[T::kMTiles][T::kNTiles][4],
+                                               float (&acc_o)[T::kMTiles][T::kDTiles][4],
+                                               float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][2],
+                                               float exp2_mult) {
+    float rescale[T::kMTiles][2];
+    softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+    rescale_rows<T>(acc_o, rescale);
 }
 
 template <class T>

@@ -10,8 +10,11 @@
 // Thread 0 issues the copies; a stage is refilled after the block's barrier at the end of the tile that used it.
 // With two warpgroups the K/V traffic per query row halves and one warpgroup's softmax can run while the other's
 // wgmma do (the warp schedulers interleave them; no explicit ping-pong yet).
+// fwd_sm90_overlap_kernel (one warpgroup, FLASHATTN_SM90_OVERLAP=1) also overlaps each tile's softmax with the
+// previous tile's P V product: S(j) and P(j-1) V(j-1) are issued together, the exponentials of S(j) computed while
+// the second runs, and O rescaled once it is done; K takes three stages there.
 // Not yet here (bench/NOTES_sm90.md): a producer warp and register rebalancing, two consumer warpgroups in
-// ping-pong, overlap of the softmax with the next S. Features: causal and window masks, GQA, any lengths; the
+// ping-pong. Features: causal and window masks, GQA, any lengths; the
 // dispatch sends dropout, softcap, ALiBi, varlen and attention probabilities to the Ampere kernel.
 #pragma once
 
@@ -31,16 +34,19 @@ namespace flashattn::kernels {
 
 constexpr int kSm90SmemAlign = 1024;  // the 128-byte swizzle repeats every 8 rows: tiles start on 1 KB boundaries
 
-template <typename Elem_, int kHeadDim_, int kWarpgroups_>
+template <typename Elem_, int kHeadDim_, int kWarpgroups_, bool kOverlap_ = false>
 struct Sm90FwdTraits {
     using Elem = Elem_;
     static constexpr int kHeadDim = kHeadDim_;
     static constexpr int kWarpgroups = kWarpgroups_;
+    static constexpr bool kOverlap = kOverlap_;
     static constexpr int kRowsPerWarpgroup = 64;  // wgmma's M
     static constexpr int kBlockM = kRowsPerWarpgroup * kWarpgroups;
     static constexpr int kBlockN = 64;  // keys per tile: S is m64n64, 32 accumulators a thread
     static constexpr int kThreads = 128 * kWarpgroups;
-    static constexpr int kStages = 2;
+    // Stages of the K and V rings. Overlapped, S(j) runs while V(j-1) is still in use: K needs one stage more.
+    static constexpr int kKStages = kOverlap ? 3 : 2;
+    static constexpr int kVStages = 2;
     static constexpr int kBoxCols = 64;  // 16-bit columns in one 128-byte swizzled row
     static constexpr int kBoxes = kHeadDim / kBoxCols;
     static constexpr int kQBoxElems = kBlockM * kBoxCols;
@@ -57,23 +63,188 @@ struct Sm90FwdTraits {
     static constexpr int kPvSteps = kBlockN / 16;
     static_assert(kHeadDim % kBoxCols == 0, "whole 64-column boxes");
     static_assert(kBlockM <= 256, "one copy-engine box holds the Q tile's rows");
+    static_assert(!kOverlap || kWarpgroups == 1, "the overlapped schedule is written for one warpgroup");
 };
 
 template <class T>
 struct Sm90FwdSmem {
     using Elem = typename T::Elem;
     alignas(kSm90SmemAlign) Elem q[T::kBoxes][T::kQBoxElems];
-    alignas(kSm90SmemAlign) Elem k[T::kStages][T::kBoxes][T::kKvBoxElems];
-    alignas(kSm90SmemAlign) Elem v[T::kStages][T::kBoxes][T::kKvBoxElems];
+    alignas(kSm90SmemAlign) Elem k[T::kKStages][T::kBoxes][T::kKvBoxElems];
+    alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxes][T::kKvBoxElems];
     uint64_t q_full;
-    uint64_t k_full[T::kStages];
-    uint64_t v_full[T::kStages];
+    uint64_t k_full[T::kKStages];
+    uint64_t v_full[T::kVStages];
 };
 
 template <class T>
 constexpr int sm90_fwd_smem_bytes() {
     return static_cast<int>(sizeof(Sm90FwdSmem<T>)) + kSm90SmemAlign;  // room to align the dynamic base
 }
+
+// ----- the steps both kernels are made of -------------------------------------------------------------------------
+
+// This thread's place: its block's query rows and the key tiles they can see; its warp's rows and fragment slot.
+template <class T>
+struct Sm90Place {
+    int b, h, hk, m0, rows;
+    int warp_row0;  // first row of this thread's warp in the block (64 per warpgroup, 16 per warp)
+    int group, tig;  // mma fragment coordinates
+    uint32_t q_rows_offset;  // bytes from a Q box to this warpgroup's rows
+    KeyRange first, last;  // what the block's first and last rows see: bounds for every row between
+    int n_tile_begin, n_tile_end;
+
+    __device__ __forceinline__ Sm90Place(const AttnParams& p) {
+        // Causal blocks further down see more keys: the heaviest start first (as in the Ampere forward).
+        const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+        b = blockIdx.y, h = blockIdx.z;
+        hk = h / (p.nheads / p.nheads_k);
+        const int tid = threadIdx.x, lane = tid % 32;
+        group = lane / 4, tig = lane % 4;
+        warp_row0 = (tid / 32) * 16;
+        q_rows_offset = (tid / 128) * T::kRowsPerWarpgroup * T::kRowBytes;
+        m0 = m_block * T::kBlockM;
+        rows = min(T::kBlockM, p.seqlen_q - m0);
+        first = visible_keys(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        last = visible_keys(m0 + rows - 1, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        n_tile_begin = static_cast<int>(first.begin / T::kBlockN);
+        n_tile_end = last.end > first.begin ? static_cast<int>((last.end + T::kBlockN - 1) / T::kBlockN)
+                                            : n_tile_begin;
+    }
+};
+
+// Thread 0 only: copy the 64-column boxes of one tile (rows [row, row + box rows) of head `head` of sequence b)
+// into `boxes`, completing on `bar`.
+template <class T, typename Elem>
+__device__ __forceinline__ void load_tile(Elem* boxes, int box_elems, const CUtensorMap* map, uint64_t* bar,
+                                          uint32_t bytes, int row, int head, int b) {
+    ptx::mbarrier_arrive_expect_tx(bar, bytes);
+    for (int box = 0; box < T::kBoxes; ++box)
+        ptx::tma_load_4d(boxes + box * box_elems, map, bar, box * T::kBoxCols, row, head, b);
+}
+
+// Issue S = Q K^T for this warpgroup (one wgmma group, not waited for).
+template <class T>
+__device__ __forceinline__ void issue_qk(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint32_t q_smem,
+                                         uint32_t k_smem) {
+    auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
+    ptx::fence_registers(s_flat);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < T::kQkSteps; ++ks) {
+        const int box = ks / T::kKStepsPerBox;
+        const uint32_t step = (ks % T::kKStepsPerBox) * 16 * 2;  // 16 columns further along the swizzled rows
+        const uint32_t box_bytes = box * T::kBlockN * T::kRowBytes;
+        const uint64_t desc_q = ptx::smem_desc_sw128(q_smem + box * T::kBlockM * T::kRowBytes + step);
+        const uint64_t desc_k = ptx::smem_desc_sw128(k_smem + box_bytes + step);
+        ptx::wgmma_ss_m64n64k16(s_flat, desc_q, desc_k, ks > 0 ? 1 : 0, typename T::Elem());
+    }
+    ptx::wgmma_commit();
+}
+
+// P as wgmma's register A operand: the C layout of two n8 tiles is the A layout of one k16 step.
+template <class T>
+__device__ __forceinline__ void pack_p(uint32_t (&a_frag)[T::kPvSteps][4],
+                                       const float (&acc_s)[T::kMTiles][T::kNTiles][4]) {
+    using Elem = typename T::Elem;
+#pragma unroll
+    for (int ps = 0; ps < T::kPvSteps; ++ps) {
+        a_frag[ps][0] = ptx::pack2(acc_s[0][2 * ps][0], acc_s[0][2 * ps][1], Elem());
+        a_frag[ps][1] = ptx::pack2(acc_s[0][2 * ps][2], acc_s[0][2 * ps][3], Elem());
+        a_frag[ps][2] = ptx::pack2(acc_s[0][2 * ps + 1][0], acc_s[0][2 * ps + 1][1], Elem());
+        a_frag[ps][3] = ptx::pack2(acc_s[0][2 * ps + 1][2], acc_s[0][2 * ps + 1][3], Elem());
+    }
+}
+
+// Issue O += P V (one wgmma group, not waited for). V's rows are keys: a k16 step is 16 swizzled rows further on.
+template <class T>
+__device__ __forceinline__ void issue_pv(float (&acc_o)[T::kMTiles][T::kDTiles][4],
+                                         const uint32_t (&a_frag)[T::kPvSteps][4], uint32_t v_smem) {
+    auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
+    ptx::fence_registers(o_flat);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int ps = 0; ps < T::kPvSteps; ++ps)
+#pragma unroll
+        for (int box = 0; box < T::kBoxes; ++box) {
+            const uint64_t desc_v =
+                ptx::smem_desc_sw128(v_smem + box * T::kBlockN * T::kRowBytes + ps * 16 * T::kRowBytes);
+            ptx::wgmma_rs_m64n64k16<1>(reinterpret_cast<float(&)[32]>(acc_o[0][box * 8][0]), a_frag[ps], desc_v, 1,
+                                       typename T::Elem());
+        }
+    ptx::wgmma_commit();
+}
+
+// Masks, only on tiles that cross a mask edge: element i of acc_s[0][nt] is row m0 + warp_row0 + group + 8*(i/2),
+// key n0 + nt*8 + 2*tig + i%2.
+template <class T>
+__device__ __forceinline__ void mask_tile(float (&acc_s)[T::kMTiles][T::kNTiles][4], const AttnParams& p,
+                                          const Sm90Place<T>& at, int n0) {
+    if (at.last.begin <= n0 && at.first.end >= n0 + T::kBlockN) return;  // every row sees every key of the tile
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int row = at.m0 + at.warp_row0 + at.group + 8 * half;
+        const KeyRange r = visible_keys(row, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+#pragma unroll
+        for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const int col = n0 + nt * 8 + 2 * at.tig + j;
+                if (col < r.begin || col >= r.end) acc_s[0][nt][2 * half + j] = -INFINITY;
+            }
+    }
+}
+
+// Normalise and write O (4-byte stores straight from the accumulators) and the LSE.
+template <class T>
+__device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTiles][T::kDTiles][4],
+                                                   const float (&row_max)[T::kMTiles][2],
+                                                   const float (&row_sum)[T::kMTiles][2], const AttnParams& p,
+                                                   const Sm90Place<T>& at) {
+    using Elem = typename T::Elem;
+    Elem* out = static_cast<Elem*>(p.out) + at.b * p.out_batch_stride + int64_t(at.m0) * p.out_row_stride +
+                at.h * p.out_head_stride;
+    float* lse = p.softmax_lse ? p.softmax_lse + at.b * p.lse_batch_stride + at.h * p.lse_head_stride + at.m0
+                               : nullptr;
+    const float max_to_natural = p.scale_log2 * kLn2;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const float sum = ptx::quad_sum(row_sum[0][half]);
+        const bool empty = !(sum > 0.f);  // saw no key: output 0, LSE +inf
+        const float inv = empty ? 0.f : 1.f / sum;
+        const int row = at.warp_row0 + at.group + 8 * half;
+        if (row < at.rows) {
+#pragma unroll
+            for (int dt = 0; dt < T::kDTiles; ++dt) {
+                const int col = dt * 8 + 2 * at.tig;
+                if (col < p.head_dim_v)
+                    *reinterpret_cast<uint32_t*>(out + int64_t(row) * p.out_row_stride + col) =
+                        ptx::pack2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv, Elem());
+            }
+            if (lse && at.tig == 0) lse[row] = empty ? INFINITY : row_max[0][half] * max_to_natural + logf(sum);
+        }
+    }
+}
+
+// The mbarriers, initialised by thread 0 and published to the block.
+template <class T>
+__device__ __forceinline__ void init_barriers(Sm90FwdSmem<T>& s) {
+    if (threadIdx.x == 0) {
+        ptx::mbarrier_init(&s.q_full, 1);
+        for (int st = 0; st < T::kKStages; ++st) ptx::mbarrier_init(&s.k_full[st], 1);
+        for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_full[st], 1);
+        ptx::fence_mbarrier_init();
+    }
+    __syncthreads();
+}
+
+template <class T>
+__device__ __forceinline__ Sm90FwdSmem<T>& sm90_smem(unsigned char* raw) {
+    return *reinterpret_cast<Sm90FwdSmem<T>*>((reinterpret_cast<uintptr_t>(raw) + kSm90SmemAlign - 1) /
+                                              kSm90SmemAlign * kSm90SmemAlign);
+}
+
+// ----- the kernel: each tile's products waited for at once ----------------------------------------------------------
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads)
@@ -82,160 +253,150 @@ __global__ void __launch_bounds__(T::kThreads)
 #if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
     __trap();  // sm_90a code only; the dispatch launches it on compute capability 9.0 alone
 #else
-    using Elem = typename T::Elem;
+    static_assert(T::kKStages == T::kVStages, "K and V tiles share their stage here");
     extern __shared__ unsigned char smem_raw[];
-    auto& s = *reinterpret_cast<Sm90FwdSmem<T>*>((reinterpret_cast<uintptr_t>(smem_raw) + kSm90SmemAlign - 1) /
-                                                 kSm90SmemAlign * kSm90SmemAlign);
-
-    // Causal blocks further down see more keys: the heaviest start first (as in the Ampere forward).
-    const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
-    const int b = blockIdx.y, h = blockIdx.z;
-    const int hk = h / (p.nheads / p.nheads_k);
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int group = lane / 4, tig = lane % 4;
-    const int wg = tid / 128;  // this thread's warpgroup: rows [64 wg, 64 wg + 64) of the block
-    const int m0 = m_block * T::kBlockM;
-    const int rows = min(T::kBlockM, p.seqlen_q - m0);
-    const int warp_row0 = warp * 16;  // = 64 wg + 16 (warp % 4)
-    const uint32_t q_rows_offset = wg * T::kRowsPerWarpgroup * T::kRowBytes;  // this warpgroup's Q rows
-
-    const KeyRange first = visible_keys(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-    const KeyRange last = visible_keys(m0 + rows - 1, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-    const int n_tile_begin = static_cast<int>(first.begin / T::kBlockN);
-    const int n_tile_end = last.end > first.begin ? static_cast<int>((last.end + T::kBlockN - 1) / T::kBlockN)
-                                                  : n_tile_begin;
-
-    if (tid == 0) {
-        ptx::mbarrier_init(&s.q_full, 1);
-        for (int st = 0; st < T::kStages; ++st) {
-            ptx::mbarrier_init(&s.k_full[st], 1);
-            ptx::mbarrier_init(&s.v_full[st], 1);
-        }
-        ptx::fence_mbarrier_init();
-    }
-    __syncthreads();
+    Sm90FwdSmem<T>& s = sm90_smem<T>(smem_raw);
+    const Sm90Place<T> at(p);
+    const int tid = threadIdx.x;
+    init_barriers<T>(s);
 
     // Thread 0 only: the copies of K and V tile n_tile into stage st.
     auto issue_kv = [&](int n_tile, int st) {
-        ptx::mbarrier_arrive_expect_tx(&s.k_full[st], T::kKvTileBytes);
-        for (int box = 0; box < T::kBoxes; ++box)
-            ptx::tma_load_4d(s.k[st][box], &map_k, &s.k_full[st], box * T::kBoxCols, n_tile * T::kBlockN, hk, b);
-        ptx::mbarrier_arrive_expect_tx(&s.v_full[st], T::kKvTileBytes);
-        for (int box = 0; box < T::kBoxes; ++box)
-            ptx::tma_load_4d(s.v[st][box], &map_v, &s.v_full[st], box * T::kBoxCols, n_tile * T::kBlockN, hk, b);
+        load_tile<T>(s.k[st][0], T::kKvBoxElems, &map_k, &s.k_full[st], T::kKvTileBytes, n_tile * T::kBlockN, at.hk,
+                     at.b);
+        load_tile<T>(s.v[st][0], T::kKvBoxElems, &map_v, &s.v_full[st], T::kKvTileBytes, n_tile * T::kBlockN, at.hk,
+                     at.b);
     };
     if (tid == 0) {
-        ptx::mbarrier_arrive_expect_tx(&s.q_full, T::kQTileBytes);
-        for (int box = 0; box < T::kBoxes; ++box)
-            ptx::tma_load_4d(s.q[box], &map_q, &s.q_full, box * T::kBoxCols, m0, h, b);
-        for (int i = 0; i < T::kStages && n_tile_begin + i < n_tile_end; ++i) issue_kv(n_tile_begin + i, i);
+        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.m0, at.h, at.b);
+        for (int i = 0; i < T::kKStages && at.n_tile_begin + i < at.n_tile_end; ++i) issue_kv(at.n_tile_begin + i, i);
     }
 
     float acc_o[T::kMTiles][T::kDTiles][4];
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
     start_rows<T>(acc_o, row_max, row_sum);
-    auto o_box = [&](int box) -> float (&)[32] { return reinterpret_cast<float(&)[32]>(acc_o[0][box * 8][0]); };
     auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
+    const uint32_t q_smem = ptx::smem_addr(s.q[0]) + at.q_rows_offset;
     const float exp2_mult = p.scale_log2;  // no score transform on this path: the scale folds into exp2
 
     ptx::mbarrier_wait(&s.q_full, 0);
-    for (int n_tile = n_tile_begin; n_tile < n_tile_end; ++n_tile) {
-        const int it = n_tile - n_tile_begin;
-        const int st = it % T::kStages;
-        const uint32_t phase = (it / T::kStages) % 2;
-        const int n0 = n_tile * T::kBlockN;
+    for (int n_tile = at.n_tile_begin; n_tile < at.n_tile_end; ++n_tile) {
+        const int it = n_tile - at.n_tile_begin;
+        const int st = it % T::kKStages;
+        const uint32_t phase = (it / T::kKStages) % 2;
 
-        // ---- S = Q K^T (both from shared memory) ------------------------------------------------------------------
         float acc_s[T::kMTiles][T::kNTiles][4] = {};
-        auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
         ptx::mbarrier_wait(&s.k_full[st], phase);
-        ptx::fence_registers(s_flat);
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < T::kQkSteps; ++ks) {
-            const int box = ks / T::kKStepsPerBox;
-            const uint32_t step = (ks % T::kKStepsPerBox) * 16 * 2;  // 16 columns further along the swizzled rows
-            const uint64_t desc_q = ptx::smem_desc_sw128(ptx::smem_addr(s.q[box]) + q_rows_offset + step);
-            const uint64_t desc_k = ptx::smem_desc_sw128(ptx::smem_addr(s.k[st][box]) + step);
-            ptx::wgmma_ss_m64n64k16(s_flat, desc_q, desc_k, ks > 0 ? 1 : 0, Elem());
-        }
-        ptx::wgmma_commit();
+        issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[st][0]));
         ptx::wgmma_wait<0>();
-        ptx::fence_registers(s_flat);
-
-        // ---- masks, only on tiles that cross a mask edge: element i of acc_s[0][nt] is row
-        // m0 + warp_row0 + group + 8*(i/2), key n0 + nt*8 + 2*tig + i%2
-        const bool tile_needs_mask = !(last.begin <= n0 && first.end >= n0 + T::kBlockN);
-        if (tile_needs_mask) {
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int row = m0 + warp_row0 + group + 8 * half;
-                const KeyRange r = visible_keys(row, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-#pragma unroll
-                for (int nt = 0; nt < T::kNTiles; ++nt)
-#pragma unroll
-                    for (int j = 0; j < 2; ++j) {
-                        const int col = n0 + nt * 8 + 2 * tig + j;
-                        if (col < r.begin || col >= r.end) acc_s[0][nt][2 * half + j] = -INFINITY;
-                    }
-            }
-        }
+        ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
+        mask_tile<T>(acc_s, p, at, n_tile * T::kBlockN);
         online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
 
-        // ---- O += P V: P from registers (the C layout of two n8 tiles is the A layout of one k16 step) -------------
-        // Every A fragment is packed before the fence: registers written between wgmma operations would make the
-        // compiler insert warpgroup waits.
+        // Every A fragment is packed before the products: registers written between wgmma operations would make
+        // the compiler insert warpgroup waits.
         uint32_t a_frag[T::kPvSteps][4];
-#pragma unroll
-        for (int ps = 0; ps < T::kPvSteps; ++ps) {
-            a_frag[ps][0] = ptx::pack2(acc_s[0][2 * ps][0], acc_s[0][2 * ps][1], Elem());
-            a_frag[ps][1] = ptx::pack2(acc_s[0][2 * ps][2], acc_s[0][2 * ps][3], Elem());
-            a_frag[ps][2] = ptx::pack2(acc_s[0][2 * ps + 1][0], acc_s[0][2 * ps + 1][1], Elem());
-            a_frag[ps][3] = ptx::pack2(acc_s[0][2 * ps + 1][2], acc_s[0][2 * ps + 1][3], Elem());
-        }
+        pack_p<T>(a_frag, acc_s);
         ptx::mbarrier_wait(&s.v_full[st], phase);
-        ptx::fence_registers(o_flat);
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int ps = 0; ps < T::kPvSteps; ++ps) {
-            const uint32_t(&a)[4] = a_frag[ps];
-#pragma unroll
-            for (int box = 0; box < T::kBoxes; ++box) {
-                // V's rows are keys: a k16 step is 16 swizzled rows further on.
-                const uint64_t desc_v = ptx::smem_desc_sw128(ptx::smem_addr(s.v[st][box]) + ps * 16 * T::kRowBytes);
-                ptx::wgmma_rs_m64n64k16<1>(o_box(box), a, desc_v, 1, Elem());
-            }
-        }
-        ptx::wgmma_commit();
+        issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[st][0]));
         ptx::wgmma_wait<0>();
         ptx::fence_registers(o_flat);
 
         __syncthreads();  // every warp is done with stage st: refill it
-        if (tid == 0 && n_tile + T::kStages < n_tile_end) issue_kv(n_tile + T::kStages, st);
+        if (tid == 0 && n_tile + T::kKStages < at.n_tile_end) issue_kv(n_tile + T::kKStages, st);
     }
+    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at);
+#endif
+}
 
-    // ---- epilogue: normalise and write O (4-byte stores straight from the accumulators) and the LSE -----------------
-    Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride + int64_t(m0) * p.out_row_stride +
-                h * p.out_head_stride;
-    float* lse = p.softmax_lse ? p.softmax_lse + b * p.lse_batch_stride + h * p.lse_head_stride + m0 : nullptr;
-    const float max_to_natural = exp2_mult * kLn2;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const float sum = ptx::quad_sum(row_sum[0][half]);
-        const bool empty = !(sum > 0.f);  // saw no key: output 0, LSE +inf
-        const float inv = empty ? 0.f : 1.f / sum;
-        const int row = warp_row0 + group + 8 * half;
-        if (row < rows) {
-#pragma unroll
-            for (int dt = 0; dt < T::kDTiles; ++dt) {
-                const int col = dt * 8 + 2 * tig;
-                if (col < p.head_dim_v)
-                    *reinterpret_cast<uint32_t*>(out + int64_t(row) * p.out_row_stride + col) =
-                        ptx::pack2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv, Elem());
-            }
-            if (lse && tig == 0) lse[row] = empty ? INFINITY : row_max[0][half] * max_to_natural + logf(sum);
+// ----- the overlapped kernel: S(j) and P(j-1) V(j-1) in flight together --------------------------------------------
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads)
+    fwd_sm90_overlap_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                            const __grid_constant__ CUtensorMap map_v, const AttnParams p) {
+#if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
+    __trap();
+#else
+    static_assert(T::kOverlap, "the overlapped schedule's traits");
+    extern __shared__ unsigned char smem_raw[];
+    Sm90FwdSmem<T>& s = sm90_smem<T>(smem_raw);
+    const Sm90Place<T> at(p);
+    const int tid = threadIdx.x;
+    init_barriers<T>(s);
+    const int tiles = at.n_tile_end - at.n_tile_begin;
+
+    // Thread 0 only. Tile i's K goes to stage i % kKStages, its V to stage i % kVStages.
+    auto issue_k = [&](int i) {
+        const int st = i % T::kKStages;
+        load_tile<T>(s.k[st][0], T::kKvBoxElems, &map_k, &s.k_full[st], T::kKvTileBytes,
+                     (at.n_tile_begin + i) * T::kBlockN, at.hk, at.b);
+    };
+    auto issue_v = [&](int i) {
+        const int st = i % T::kVStages;
+        load_tile<T>(s.v[st][0], T::kKvBoxElems, &map_v, &s.v_full[st], T::kKvTileBytes,
+                     (at.n_tile_begin + i) * T::kBlockN, at.hk, at.b);
+    };
+    if (tid == 0) {
+        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.m0, at.h, at.b);
+        for (int i = 0; i < T::kKStages && i < tiles; ++i) issue_k(i);
+        for (int i = 0; i < T::kVStages && i < tiles; ++i) issue_v(i);
+    }
+    auto wait_k = [&](int i) { ptx::mbarrier_wait(&s.k_full[i % T::kKStages], (i / T::kKStages) % 2); };
+    auto wait_v = [&](int i) { ptx::mbarrier_wait(&s.v_full[i % T::kVStages], (i / T::kVStages) % 2); };
+    auto k_smem = [&](int i) { return ptx::smem_addr(s.k[i % T::kKStages][0]); };
+    auto v_smem = [&](int i) { return ptx::smem_addr(s.v[i % T::kVStages][0]); };
+
+    float acc_o[T::kMTiles][T::kDTiles][4];
+    float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
+    start_rows<T>(acc_o, row_max, row_sum);
+    auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
+    const uint32_t q_smem = ptx::smem_addr(s.q[0]) + at.q_rows_offset;
+    const float exp2_mult = p.scale_log2;
+    float acc_s[T::kMTiles][T::kNTiles][4] = {};
+    auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
+    uint32_t a_frag[T::kPvSteps][4];  // P of the previous tile, the operand of the product in flight
+    float rescale[T::kMTiles][2];
+
+    ptx::mbarrier_wait(&s.q_full, 0);
+    if (tiles > 0) {
+        // Tile 0: S alone (O is still zero, so no rescale is pending).
+        wait_k(0);
+        issue_qk<T>(acc_s, q_smem, k_smem(0));
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(s_flat);
+        mask_tile<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
+        softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        pack_p<T>(a_frag, acc_s);
+        __syncthreads();  // K(0) is no longer read
+        if (tid == 0 && T::kKStages < tiles) issue_k(T::kKStages);
+    }
+    for (int i = 1; i < tiles; ++i) {
+        wait_k(i);
+        issue_qk<T>(acc_s, q_smem, k_smem(i));   // group 1: S(i)
+        wait_v(i - 1);
+        issue_pv<T>(acc_o, a_frag, v_smem(i - 1));  // group 2: O += P(i-1) V(i-1)
+        ptx::wgmma_wait<1>();                      // S(i) is done; the product may still run
+        ptx::fence_registers(s_flat);
+        mask_tile<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
+        softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        ptx::wgmma_wait<0>();                      // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
+        ptx::fence_registers(o_flat);
+        rescale_rows<T>(acc_o, rescale);
+        pack_p<T>(a_frag, acc_s);
+        __syncthreads();  // K(i) and V(i-1) are no longer read
+        if (tid == 0) {
+            if (i + T::kKStages < tiles) issue_k(i + T::kKStages);
+            if (i + 1 < tiles) issue_v(i + 1);  // into V(i-1)'s stage
         }
     }
+    if (tiles > 0) {
+        wait_v(tiles - 1);
+        issue_pv<T>(acc_o, a_frag, v_smem(tiles - 1));
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(o_flat);
+    }
+    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at);
 #endif
 }
 

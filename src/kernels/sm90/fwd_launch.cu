@@ -1,7 +1,8 @@
 // Launching the Hopper forward: tensor maps for Q, K and V, the grid, the shared memory. Instances: float16,
 // bfloat16 x head dims 64, 128 x one or two warpgroups a block; head dims below a bucket are zero-filled by the
 // copy engine. One warpgroup a block by default (faster on an H100 at every swept shape but two, bench/NOTES_sm90.md);
-// FLASHATTN_SM90_WARPGROUPS=2 picks the two-warpgroup blocks.
+// FLASHATTN_SM90_WARPGROUPS=2 picks the two-warpgroup blocks, FLASHATTN_SM90_OVERLAP=1 the one-warpgroup kernel that
+// overlaps each softmax with the previous P V product (not yet measured).
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -44,16 +45,21 @@ CUtensorMap attention_map(const void* base, ElemType dtype, int head_dim, int ro
     return make_tensor_map_4d_sw128(base, dtype, dims, strides, box_cols, box_rows);
 }
 
-template <typename Elem, int kHeadDim, int kWarpgroups>
+template <typename Elem, int kHeadDim, int kWarpgroups, bool kOverlap>
 void launch(const AttnParams& p) {
-    using T = Sm90FwdTraits<Elem, kHeadDim, kWarpgroups>;
+    using T = Sm90FwdTraits<Elem, kHeadDim, kWarpgroups, kOverlap>;
     const CUtensorMap map_q = attention_map(p.q, p.dtype, p.head_dim, p.seqlen_q, p.nheads, p.batch, p.q_row_stride,
                                             p.q_head_stride, p.q_batch_stride, T::kBoxCols, T::kBlockM);
     const CUtensorMap map_k = attention_map(p.k, p.dtype, p.head_dim, p.seqlen_k, p.nheads_k, p.batch,
                                             p.k_row_stride, p.k_head_stride, p.k_batch_stride, T::kBoxCols, T::kBlockN);
     const CUtensorMap map_v = attention_map(p.v, p.dtype, p.head_dim_v, p.seqlen_k, p.nheads_k, p.batch,
                                             p.v_row_stride, p.v_head_stride, p.v_batch_stride, T::kBoxCols, T::kBlockN);
-    const auto kernel = fwd_sm90_kernel<T>;
+    const auto kernel = [] {
+        if constexpr (kOverlap)
+            return fwd_sm90_overlap_kernel<T>;
+        else
+            return fwd_sm90_kernel<T>;
+    }();
     constexpr int kSmem = sm90_fwd_smem_bytes<T>();
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
                "cudaFuncSetAttribute(Hopper forward shared memory)");
@@ -63,25 +69,27 @@ void launch(const AttnParams& p) {
     g_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool two_warpgroups() {
-    const char* choice = std::getenv("FLASHATTN_SM90_WARPGROUPS");
-    return choice && std::strcmp(choice, "2") == 0;
+bool env_is(const char* name, const char* value) {
+    const char* choice = std::getenv(name);
+    return choice && std::strcmp(choice, value) == 0;
 }
 
-template <ElemType kElem, int kWarpgroups>
+template <ElemType kElem, int kWarpgroups, bool kOverlap>
 void launch_shape(const AttnParams& p) {
     if (p.head_dim <= kSmallBucket)
-        launch<ElemOf<kElem>, kSmallBucket, kWarpgroups>(p);
+        launch<ElemOf<kElem>, kSmallBucket, kWarpgroups, kOverlap>(p);
     else
-        launch<ElemOf<kElem>, kLargeBucket, kWarpgroups>(p);
+        launch<ElemOf<kElem>, kLargeBucket, kWarpgroups, kOverlap>(p);
 }
 
 template <ElemType kElem>
 void launch_dtype(const AttnParams& p) {
-    if (two_warpgroups())
-        launch_shape<kElem, 2>(p);
+    if (env_is("FLASHATTN_SM90_OVERLAP", "1"))
+        launch_shape<kElem, 1, true>(p);
+    else if (env_is("FLASHATTN_SM90_WARPGROUPS", "2"))
+        launch_shape<kElem, 2, false>(p);
     else
-        launch_shape<kElem, 1>(p);
+        launch_shape<kElem, 1, false>(p);
 }
 
 }  // namespace
