@@ -403,32 +403,30 @@ def _needs_grad(*tensors) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
-class _FwdFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, *inputs):
-        output = _fwd_impl(*inputs)
-        _fwd_setup_context(ctx, inputs, output)
-        ctx.mark_non_differentiable(*output[1:])
-        return output
+def _autograd_function(name, impl, setup_context, gradients, backward_impl):
+    """A torch.autograd.Function running a forward implementation directly, with its operator's context and
+    gradients (the backward implementation called directly too)."""
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dout, *unused):
-        return _fwd_gradients(ctx, dout, _bwd_impl)
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *inputs):
+            output = impl(*inputs)
+            setup_context(ctx, inputs, output)
+            ctx.mark_non_differentiable(*output[1:])
+            return output
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, dout, *unused):
+            return gradients(ctx, dout, backward_impl)
+
+    Function.__name__ = Function.__qualname__ = name
+    return Function
 
 
-class _VarlenFwdFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, *inputs):
-        output = _varlen_fwd_impl(*inputs)
-        _varlen_fwd_setup_context(ctx, inputs, output)
-        ctx.mark_non_differentiable(*output[1:])
-        return output
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dout, *unused):
-        return _varlen_fwd_gradients(ctx, dout, _varlen_bwd_impl)
+_FwdFunction = _autograd_function("_FwdFunction", _fwd_impl, _fwd_setup_context, _fwd_gradients, _bwd_impl)
+_VarlenFwdFunction = _autograd_function("_VarlenFwdFunction", _varlen_fwd_impl, _varlen_fwd_setup_context,
+                                        _varlen_fwd_gradients, _varlen_bwd_impl)
 
 
 def call_fwd(q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,

@@ -72,24 +72,10 @@ CUtensorMap make_tensor_map_4d_sw128(const void* base, ElemType dtype, const uin
 CUtensorMap make_tensor_map_2d_sw128(const void* base, ElemType dtype, uint64_t cols, uint64_t rows,
                                      uint64_t row_stride_elems, uint32_t box_cols, uint32_t box_rows) {
     constexpr uint64_t kElemBytes = 2;
-    if (dtype != ElemType::f16 && dtype != ElemType::bf16)
-        throw Error(Status::internal, "make_tensor_map_2d_sw128: a 16-bit dtype expected");
-    if (box_cols * kElemBytes > kSwizzleBytes)
-        throw Error(Status::internal, "make_tensor_map_2d_sw128: box rows wider than the 128-byte swizzle");
-    CUtensorMap map{};
     const cuuint64_t dims[kRank] = {cols, rows};
     const cuuint64_t strides[kRank - 1] = {row_stride_elems * kElemBytes};  // bytes; the innermost is implicit
     const cuuint32_t box[kRank] = {box_cols, box_rows};
-    const cuuint32_t element_strides[kRank] = {1, 1};
-    const CUresult r = encoder()(&map,
-                                 dtype == ElemType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                         : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                                 kRank, const_cast<void*>(base), dims, strides, box, element_strides,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS)
-        throw Error(Status::cuda_error, "cuTensorMapEncodeTiled failed with CUresult " + std::to_string(int(r)));
-    return map;
+    return encode_sw128(base, dtype, kRank, dims, strides, box);
 }
 
 }  // namespace flashattn::kernels
