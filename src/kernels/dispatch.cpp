@@ -63,18 +63,30 @@ const char* elem_name(ElemType e) {
     return "?";
 }
 
-// The current device's compute capability, checked against what the kernels need.
-void require_supported_device() {
-    int device = 0, major = 0, minor = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
-    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
-    if (major < kMinComputeMajor) {
+struct ComputeCapability {
+    int device, major, minor;
+};
+
+ComputeCapability current_compute_capability() {
+    ComputeCapability cc{};
+    check_cuda(cudaGetDevice(&cc.device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&cc.major, cudaDevAttrComputeCapabilityMajor, cc.device),
+               "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&cc.minor, cudaDevAttrComputeCapabilityMinor, cc.device),
+               "cudaDeviceGetAttribute");
+    return cc;
+}
+
+// The current device's compute capability, checked against what the kernels need; returned for the dispatch.
+ComputeCapability require_supported_device() {
+    const ComputeCapability cc = current_compute_capability();
+    if (cc.major < kMinComputeMajor) {
         std::ostringstream os;
-        os << "GPU " << device << " is sm_" << major << minor
+        os << "GPU " << cc.device << " is sm_" << cc.major << cc.minor
            << ": flashattn's kernels need compute capability 8.0 or newer (Ampere, Ada, Hopper)";
         throw Error(Status::unsupported, os.str());
     }
+    return cc;
 }
 
 // The launchers for p; all null where none is compiled.
@@ -141,28 +153,19 @@ constexpr const char* kForwardPathVariable = "FLASHATTN_FORWARD_PATH";
 
 bool sm90a_compiled() { return std::strstr(FLASHATTN_CUDA_ARCHS, "90a") != nullptr; }
 
-bool device_is_sm90() {
-    int device = 0, major = 0, minor = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
-    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
-    return major == 9 && minor == 0;
-}
-
-bool use_sm90_forward(const AttnParams& p) {
+bool use_sm90_forward(const AttnParams& p, const ComputeCapability& cc) {
     const char* choice = std::getenv(kForwardPathVariable);
     const bool forced = choice && std::strcmp(choice, "sm90") == 0;
     if (choice && std::strcmp(choice, "sm80") == 0) return false;
     if (!forced && !kSm90ForwardByDefault) return false;
-    return sm90a_compiled() && device_is_sm90() && sm90_forward_handles(p);
+    return sm90a_compiled() && cc.major == 9 && cc.minor == 0 && sm90_forward_handles(p);
 }
 
 }  // namespace
 
 void run_forward(const AttnParams& p) {
     if (p.batch == 0 || p.seqlen_q == 0) return;
-    require_supported_device();
-    if (use_sm90_forward(p)) {
+    if (use_sm90_forward(p, require_supported_device())) {
         launch_fwd_sm90(p);
         return;
     }
