@@ -251,7 +251,8 @@ def make_record(nheads_k, seqlen_q, batch, cache_len, page, ours, sdpa, copy_tbs
     return rec
 
 
-def run_shape(nheads_k, seqlen_q, batch, cache_len, pages, native_gqa, copy_tbs, warmup, reps, flush):
+def run_shape(nheads_k, seqlen_q, batch, cache_len, pages, native_gqa, copy_tbs, warmup, reps, flush,
+              page_order="random"):
     """The records of one shape: SDPA once on its contiguous cache, then flashattn dense and for each page size."""
     gen = torch.Generator(device=DEVICE).manual_seed(shape_seed(nheads_k, seqlen_q, batch, cache_len))
     q = torch.randn(batch, seqlen_q, NHEADS_Q, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
@@ -270,9 +271,12 @@ def run_shape(nheads_k, seqlen_q, batch, cache_len, pages, native_gqa, copy_tbs,
         else:
             # The block pool is the dense cache's storage cut into pages (no second copy, so the memory budget
             # holds); a random permutation scatters each sequence's pages over the pool as a paged allocator's
-            # would be after some churn. Which values a page holds does not matter to the timing.
+            # would be after some churn. Which values a page holds does not matter to the timing. "sequential"
+            # keeps the dense cache's addresses exactly: what is left is the cost of the block-table path itself.
             blocks = batch * cache_len // page
-            block_table = torch.randperm(blocks, device=DEVICE, generator=gen).view(batch, -1).to(torch.int32)
+            order = (torch.arange(blocks, device=DEVICE) if page_order == "sequential"
+                     else torch.randperm(blocks, device=DEVICE, generator=gen))
+            block_table = order.view(batch, -1).to(torch.int32)
             k_pool = k_cache.view(blocks, page, nheads_k, HEAD_DIM)
             v_pool = v_cache.view(blocks, page, nheads_k, HEAD_DIM)
             ours = run_flashattn(q, k_pool, v_pool, lengths, block_table, warmup, reps, flush)
@@ -349,6 +353,9 @@ def main():
     ap.add_argument("--cache-lens", type=int, nargs="+", help=f"default {CACHE_LENS}; overrides --quick's")
     ap.add_argument("--pages", type=int, nargs="+", default=PAGE_SIZES,
                     help=f"page sizes, {DENSE} for the dense cache (default {PAGE_SIZES})")
+    ap.add_argument("--page-order", choices=["random", "sequential"], default="random",
+                    help="block tables: a random permutation of the pool (default), or the pool in order (the dense "
+                         "cache's addresses, isolating the cost of the paged code path)")
     args = ap.parse_args()
 
     if not torch.cuda.is_available():
@@ -383,7 +390,7 @@ def main():
                               flush=True)
                         continue
                     shape_records = run_shape(nheads_k, seqlen_q, batch, cache_len, args.pages, native_gqa,
-                                              copy_tbs, warmup, reps, flush)
+                                              copy_tbs, warmup, reps, flush, args.page_order)
                     for rec in shape_records:
                         print(table_row(rec), flush=True)
                         for line in new_errors(rec, seen_errors):
@@ -395,7 +402,7 @@ def main():
     print_summary(summary)
     meta = {
         **run_environment(torch, flashattn),
-        "dtype": "bfloat16", "head_dim": HEAD_DIM, "nheads_q": NHEADS_Q, "causal": True,
+        "dtype": "bfloat16", "head_dim": HEAD_DIM, "nheads_q": NHEADS_Q, "causal": True, "page_order": args.page_order,
         "warmup": warmup, "repetitions": reps,
         "copy_bytes": COPY_BYTES, "copy_tbs": copy_tbs, "copy_note": "device-to-device tensor.copy_, read + write",
         "memory_budget_bytes": MEMORY_BUDGET_BYTES, "skipped": skipped,

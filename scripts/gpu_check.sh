@@ -172,6 +172,11 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "$py_usable" -eq 1 ]; then
      > "$out/bench_decode.log" 2>&1)
   note "bench_decode: rc $? in $(( $(date +%s) - t0 )) s"
   tail -20 "$out/bench_decode.log"
+  # Paged against dense with the dense cache's own addresses (block tables in pool order): the paged path's cost
+  # apart from where random pages land.
+  (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out /tmp/flashattn-decode-sequential \
+     --quick --batches 64 --seqlens-q 1 --page-order sequential > "$out/bench_decode_sequential.log" 2>&1)
+  note "bench_decode, pages in pool order: rc $?; $(grep -E '^geometric' "$out/bench_decode_sequential.log")"
 fi
 
 echo "==== summary"
