@@ -429,16 +429,22 @@ _VarlenFwdFunction = _autograd_function("_VarlenFwdFunction", _varlen_fwd_impl, 
                                         _varlen_fwd_gradients, _varlen_bwd_impl)
 
 
+def _route(op, impl, function, args, tensors, differentiable):
+    """The registered operator where the eager route does not apply; else the implementation itself, under its
+    autograd.Function when a differentiable input needs a gradient."""
+    if not _eager(*tensors):
+        return op(*args)
+    if _needs_grad(*differentiable):
+        return function.apply(*args)
+    return impl(*args)
+
+
 def call_fwd(q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
              deterministic, return_probs):
     """fwd, by the eager route where it applies."""
     args = (q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
             deterministic, return_probs)
-    if not _eager(q, k, v, alibi_slopes):
-        return fwd(*args)
-    if _needs_grad(q, k, v):
-        return _FwdFunction.apply(*args)
-    return _fwd_impl(*args)
+    return _route(fwd, _fwd_impl, _FwdFunction, args, (q, k, v, alibi_slopes), (q, k, v))
 
 
 def call_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, dropout_p,
@@ -447,11 +453,8 @@ def call_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q
     """varlen_fwd, by the eager route where it applies."""
     args = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
             causal, window_left, window_right, softcap, alibi_slopes, deterministic, return_probs)
-    if not _eager(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes):
-        return varlen_fwd(*args)
-    if _needs_grad(q, k, v):
-        return _VarlenFwdFunction.apply(*args)
-    return _varlen_fwd_impl(*args)
+    return _route(varlen_fwd, _varlen_fwd_impl, _VarlenFwdFunction, args,
+                  (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes), (q, k, v))
 
 
 def call_kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, rotary_interleaved, cache_seqlens,

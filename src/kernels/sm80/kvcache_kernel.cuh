@@ -39,9 +39,6 @@ struct KvcTraits {
     static constexpr int kQkSteps = kHeadDim / 16;
     static constexpr int kPvSteps = kBlockN / 16;
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
-    // No minimum of resident blocks is asked for: capping registers at 168 for three blocks per SM spilled 240 bytes
-    // at hd128 and halved the decode bandwidth on an H100 (bench/NOTES.md); at ~250 registers two blocks fit.
-    static constexpr int kMinBlocksPerSm = 1;
     static constexpr int kKeyBuffers = 2;  // K tiles: the next one streams in while this one is used
     static constexpr int kSmemBytes = (kBlockM + (kKeyBuffers + 1) * kBlockN) * kStride * 2;  // Q, K x 2, V
     static_assert(kRowsPerWarp % 16 == 0 && kBlockN % 16 == 0, "whole mma tiles");
@@ -57,8 +54,10 @@ __device__ __forceinline__ TileRange split_tiles(int first, int last, int split,
     return TileRange{begin, min(last, begin + per_split)};
 }
 
+// No minimum of resident blocks is asked for: capping registers at 168 for three blocks per SM spilled 240 bytes at
+// hd128 and halved the decode bandwidth on an H100 (bench/NOTES.md); at ~250 registers two blocks fit.
 template <class T>
-__global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) kvcache_kernel(const AttnParams p, const KvcPlan plan) {
+__global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p, const KvcPlan plan) {
     using Elem = typename T::Elem;
     extern __shared__ __align__(16) unsigned char smem_bytes[];
     Elem* sQ = reinterpret_cast<Elem*>(smem_bytes);

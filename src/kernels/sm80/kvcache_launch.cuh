@@ -22,14 +22,21 @@ constexpr int kKvcWideHeadDim = 128;
 template <typename Elem, int kHeadDim>
 using KvcTileShape = KvcTraits<Elem, kHeadDim, 64, (kHeadDim > kKvcWideHeadDim ? 32 : 64), 4>;
 
+// The attention kernel with its shared-memory limit raised (per kernel and device; cheap next to a launch).
+template <class T>
+auto prepared_kvcache_kernel() {
+    const auto kernel = kvcache_kernel<T>;
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
+               "cudaFuncSetAttribute(kv-cache shared memory)");
+    return kernel;
+}
+
 // Asked once per process (the first device's answer serves all: only the split heuristic reads it).
 template <ElemType kElem, int kHeadDim>
 int kvc_blocks_per_sm_sm80() {
     static const int cached = [] {
         using T = KvcTileShape<ElemOf<kElem>, kHeadDim>;
-        const auto kernel = kvcache_kernel<T>;
-        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
-                   "cudaFuncSetAttribute(kv-cache shared memory)");
+        const auto kernel = prepared_kvcache_kernel<T>();
         int blocks = 0;
         check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, T::kThreads, T::kSmemBytes),
                    "cudaOccupancyMaxActiveBlocksPerMultiprocessor(kv-cache)");
@@ -50,9 +57,7 @@ void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
                                              std::to_string(kMaxGridY) + " (one block row per sequence and kv head)");
 
     // Everything that can fail before the append writes the cache: nothing is written on error.
-    const auto kernel = kvcache_kernel<T>;
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
-               "cudaFuncSetAttribute(kv-cache shared memory)");
+    const auto kernel = prepared_kvcache_kernel<T>();
 
     const int append_rows = p.seqlen_new > p.seqlen_q ? p.seqlen_new : p.seqlen_q;
     if (p.seqlen_new > 0 || plan.q_rot) {
