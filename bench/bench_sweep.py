@@ -131,7 +131,7 @@ def flops_forward(b, s, h, d, causal):
     return f / 2 if causal else f
 
 
-def run_config(fa, d, s, causal, warmup, reps):
+def run_config(fa, d, s, causal, warmup, reps, backward=True):
     b, h = TOKENS // s, HIDDEN // d
     gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
     q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
@@ -147,9 +147,11 @@ def run_config(fa, d, s, causal, warmup, reps):
     run_f = lambda: fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd")
     run_fb = lambda: (run_f(), fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd"))
     t_f = median_ms(run_f, warmup, reps)
-    t_fb = median_ms(run_fb, warmup, reps)
     row["flashattn_fwd"] = f / (t_f * 1e-3) / 1e12
-    row["flashattn_bwd"] = 2.5 * f / ((t_fb - t_f) * 1e-3) / 1e12
+    row["flashattn_bwd"] = None
+    if backward:
+        t_fb = median_ms(run_fb, warmup, reps)
+        row["flashattn_bwd"] = 2.5 * f / ((t_fb - t_f) * 1e-3) / 1e12
 
     # PyTorch SDPA backends on the same inputs ((b, h, s, d) views, no copies)
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
@@ -160,9 +162,9 @@ def run_config(fa, d, s, causal, warmup, reps):
                 sf = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
                 sfb = lambda: torch.autograd.grad(sf(), (qt, kt, vt), dot)
                 t_f = median_ms(sf, warmup, reps)
-                t_fb = median_ms(sfb, warmup, reps)
+                t_fb = median_ms(sfb, warmup, reps) if backward else None
             row[f"{name}_fwd"] = f / (t_f * 1e-3) / 1e12
-            row[f"{name}_bwd"] = 2.5 * f / ((t_fb - t_f) * 1e-3) / 1e12
+            row[f"{name}_bwd"] = 2.5 * f / ((t_fb - t_f) * 1e-3) / 1e12 if backward else None
         except RuntimeError as e:  # backend unavailable for this shape
             row[f"{name}_fwd"] = row[f"{name}_bwd"] = None
             row[f"{name}_error"] = str(e).splitlines()[0]
@@ -180,6 +182,7 @@ def main():
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--quick", action="store_true", help="seqlens 1024 and 8192 only, fewer repetitions")
     ap.add_argument("--hdims", type=int, nargs="*", default=[64, 128, 256])
+    ap.add_argument("--forward-only", action="store_true", help="time the forwards alone (comparing forward variants)")
     args = ap.parse_args()
 
     fa = Flashattn(args.lib)
@@ -192,7 +195,7 @@ def main():
     for d in args.hdims:
         for s in seqlens:
             for causal in (False, True):
-                r = run_config(fa, d, s, causal, warmup, reps)
+                r = run_config(fa, d, s, causal, warmup, reps, backward=not args.forward_only)
                 rows.append(r)
                 fmt = lambda x: f"{x:8.1f}" if x else f"{'-':>8}"
                 ratio = lambda a, b: f"{a / b:6.2f}" if a and b else f"{'-':>6}"
@@ -203,7 +206,8 @@ def main():
     summary = {}
     for direction in ("fwd", "bwd"):
         for peer in ("fa2", "cudnn"):
-            ratios = [r[f"flashattn_{direction}"] / r[f"{peer}_{direction}"] for r in rows if r.get(f"{peer}_{direction}")]
+            ratios = [r[f"flashattn_{direction}"] / r[f"{peer}_{direction}"] for r in rows
+                      if r.get(f"{peer}_{direction}") and r.get(f"flashattn_{direction}")]
             summary[f"{direction}_vs_{peer}_geomean"] = geomean(ratios)
             summary[f"{direction}_vs_{peer}_min"] = min(ratios) if ratios else None
     print("geometric mean, ours / FA2:   forward %.3f (min %.3f)   backward %.3f (min %.3f)" % (

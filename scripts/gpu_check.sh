@@ -8,6 +8,8 @@
 # One call of the device tool may run 10 minutes: with every step on, pass --quick to the benchmarks or skip some.
 #   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1 / FLASHATTN_SKIP_PYTHON=1   skip those steps
 #   FLASHATTN_SKIP_TRAINING_BENCH=1   of the benchmarks, run the decode one only
+#   FLASHATTN_FORWARD_VARIANTS  on compute capability 9.0, the forwards also swept beside the default, as
+#                               "path:schedule" words (default "sm80:serial1 sm90:overlap sm90:specialised sm90:specialised_free")
 # The Python package is installed with pip (no build isolation: the machine may be offline, so scikit-build-core and
 # nanobind must be installed) into a folder of its own, and its tests and benchmark run against that installation
 # under the machine's torch.
@@ -145,14 +147,14 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_TRAINING_BENCH:-
   note "bench: rc $? in $(( $(date +%s) - t0 )) s"
   tail -60 "$out/bench.log"
   if [ "$cc_now" = 90 ]; then  # the other forward shapes for comparison (the backward rows repeat)
-    for variant in "sm80 1 0" "sm90 2 0" "sm90 1 1"; do
-      set -- $variant
-      name="bench_${1}_${2}wg_overlap$3"
+    for variant in ${FLASHATTN_FORWARD_VARIANTS:-"sm80:serial1" "sm90:overlap" "sm90:specialised" "sm90:specialised_free"}; do
+      path=${variant%%:*} schedule=${variant#*:}
+      name="bench_${path}_${schedule}"
       t0=$(date +%s)
-      FLASHATTN_FORWARD_PATH=$1 FLASHATTN_SM90_WARPGROUPS=$2 FLASHATTN_SM90_OVERLAP=$3 timeout 300 \
-        python3 "$root/bench/bench_sweep.py" --lib "$build/libflashattn.so" --json "$out/$name.json" \
+      FLASHATTN_FORWARD_PATH=$path FLASHATTN_SM90_SCHEDULE=$schedule timeout 300 \
+        python3 "$root/bench/bench_sweep.py" --lib "$build/libflashattn.so" --json "$out/$name.json" --forward-only \
         ${FLASHATTN_BENCH_ARGS:-} > "$out/$name.log" 2>&1
-      note "bench, FLASHATTN_FORWARD_PATH=$1 FLASHATTN_SM90_WARPGROUPS=$2 FLASHATTN_SM90_OVERLAP=$3: rc $? in $(( $(date +%s) - t0 )) s"
+      note "bench, FLASHATTN_FORWARD_PATH=$path FLASHATTN_SM90_SCHEDULE=$schedule: rc $? in $(( $(date +%s) - t0 )) s"
       grep -E 'geometric' "$out/$name.log" | tee -a "$summary"
     done
   fi

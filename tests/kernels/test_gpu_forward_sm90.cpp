@@ -1,7 +1,7 @@
 // The Hopper forward (src/kernels/sm90) against the fp32 CPU oracle by the rule of attention_case.h: the cases it
 // takes (float16/bfloat16, head dims up to 128, causal and window masks, GQA, odd lengths), each run with
-// FLASHATTN_FORWARD_PATH=sm90 in every variant (one or two warpgroups a block; the overlapped schedule) and checked
-// to have launched the Hopper kernel rather than the Ampere fallback.
+// FLASHATTN_FORWARD_PATH=sm90 in every schedule (FLASHATTN_SM90_SCHEDULE: serial1, serial2, overlap, specialised,
+// specialised_free) and checked to have launched the Hopper kernel rather than the Ampere fallback.
 // Skipped, saying why, where the device is not compute capability 9.0 or sm_90a was not compiled.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -58,14 +58,9 @@ const char* sm90_unavailable() {
 void check_on_sm90(const AttnCase& c) {
     if (const char* why = sm90_unavailable()) GTEST_SKIP() << why;
     ScopedEnv path("FLASHATTN_FORWARD_PATH", "sm90");
-    struct Variant {
-        const char* warpgroups;
-        const char* overlap;
-    };
-    for (const Variant v : {Variant{"1", "0"}, Variant{"2", "0"}, Variant{"1", "1"}}) {
-        SCOPED_TRACE(std::string("FLASHATTN_SM90_WARPGROUPS=") + v.warpgroups + " FLASHATTN_SM90_OVERLAP=" + v.overlap);
-        ScopedEnv shape("FLASHATTN_SM90_WARPGROUPS", v.warpgroups);
-        ScopedEnv overlap("FLASHATTN_SM90_OVERLAP", v.overlap);
+    for (const char* schedule : {"serial1", "serial2", "overlap", "specialised", "specialised_free"}) {
+        SCOPED_TRACE(std::string("FLASHATTN_SM90_SCHEDULE=") + schedule);
+        ScopedEnv chosen("FLASHATTN_SM90_SCHEDULE", schedule);
         const int64_t before = kernels::sm90_forward_launches();
         check_forward(c);
         EXPECT_GT(kernels::sm90_forward_launches(), before) << "the Ampere-class fallback ran, not the Hopper kernel";

@@ -174,6 +174,10 @@ __device__ __forceinline__ void fence_registers(float (&r)[kRegs]) {
     for (int i = 0; i < kRegs; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
+// Hides a value's origin from the compiler, so that what is computed from it is computed where it is used rather
+// than hoisted out of a loop and kept in registers.
+__device__ __forceinline__ void opaque(uint32_t& v) { asm volatile("" : "+r"(v)); }
+
 // A shared-memory matrix descriptor for a K-major tile of 128-byte rows (64 16-bit elements) in the 128-byte swizzle
 // the copy engine writes with CU_TENSOR_MAP_SWIZZLE_128B: rows grouped by 8 (1024 bytes, the stride between groups),
 // the tile 1024-byte aligned. Advancing k by 16 elements inside the row adds 32 bytes to the start address.

@@ -10,11 +10,10 @@
 // Thread 0 issues the copies; a stage is refilled after the block's barrier at the end of the tile that used it.
 // With two warpgroups the K/V traffic per query row halves and one warpgroup's softmax can run while the other's
 // wgmma do (the warp schedulers interleave them; no explicit ping-pong yet).
-// fwd_sm90_overlap_kernel (one warpgroup, FLASHATTN_SM90_OVERLAP=1) also overlaps each tile's softmax with the
+// fwd_sm90_overlap_kernel (one warpgroup, FLASHATTN_SM90_SCHEDULE=overlap) also overlaps each tile's softmax with the
 // previous tile's P V product: S(j) and P(j-1) V(j-1) are issued together, the exponentials of S(j) computed while
 // the second runs, and O rescaled once it is done; K takes three stages there.
-// Not yet here (bench/NOTES_sm90.md): a producer warp and register rebalancing, two consumer warpgroups in
-// ping-pong. Features: causal and window masks, GQA, any lengths; the
+// fwd_specialised_kernel.cuh adds a producer warpgroup and two such consumer warpgroups. Features: causal and window masks, GQA, any lengths; the
 // dispatch sends dropout, softcap, ALiBi, varlen and attention probabilities to the Ampere kernel.
 #pragma once
 
@@ -34,18 +33,30 @@ namespace flashattn::kernels {
 
 constexpr int kSm90SmemAlign = 1024;  // the 128-byte swizzle repeats every 8 rows: tiles start on 1 KB boundaries
 
-template <typename Elem_, int kHeadDim_, int kWarpgroups_, bool kOverlap_ = false>
+// The schedules a block can run (fwd_launch.cu picks one):
+//   serial:      every warpgroup waits for each product at once; thread 0 issues the copies
+//   overlap:     one warpgroup, S(j) in flight with P(j-1) V(j-1); thread 0 issues the copies
+//   specialised: a producer warpgroup issues the copies, consumer warpgroups compute (each overlapped as above), and
+//                stages go back to the producer on "empty" mbarriers instead of block-wide barriers
+enum class Sm90Schedule { serial, overlap, specialised };
+
+template <typename Elem_, int kHeadDim_, int kWarpgroups_, Sm90Schedule kSchedule_ = Sm90Schedule::serial,
+          int kBlockN_ = 64>
 struct Sm90FwdTraits {
     using Elem = Elem_;
     static constexpr int kHeadDim = kHeadDim_;
-    static constexpr int kWarpgroups = kWarpgroups_;
-    static constexpr bool kOverlap = kOverlap_;
+    static constexpr int kWarpgroups = kWarpgroups_;  // the warpgroups that compute (consumers)
+    static constexpr Sm90Schedule kSchedule = kSchedule_;
+    static constexpr bool kOverlap = kSchedule != Sm90Schedule::serial;
+    static constexpr bool kProducer = kSchedule == Sm90Schedule::specialised;
     static constexpr int kRowsPerWarpgroup = 64;  // wgmma's M
     static constexpr int kBlockM = kRowsPerWarpgroup * kWarpgroups;
-    static constexpr int kBlockN = 64;  // keys per tile: S is m64n64, 32 accumulators a thread
-    static constexpr int kThreads = 128 * kWarpgroups;
-    // Stages of the K and V rings. Overlapped, S(j) runs while V(j-1) is still in use: K needs one stage more.
-    static constexpr int kKStages = kOverlap ? 3 : 2;
+    static constexpr int kBlockN = kBlockN_;  // keys per tile: S is m64 x kBlockN, kBlockN / 2 accumulators a thread
+    static constexpr int kThreads = 128 * (kWarpgroups + (kProducer ? 1 : 0));
+    // Stages of the K and V rings. Overlapped with thread 0 refilling after a block barrier, S(j) runs while V(j-1)
+    // is still in use: K needs one stage more. With a producer, the empty barriers hand each stage back as soon as
+    // it is read.
+    static constexpr int kKStages = kSchedule == Sm90Schedule::overlap ? 3 : 2;
     static constexpr int kVStages = 2;
     static constexpr int kBoxCols = 64;  // 16-bit columns in one 128-byte swizzled row
     static constexpr int kBoxes = kHeadDim / kBoxCols;
@@ -61,9 +72,17 @@ struct Sm90FwdTraits {
     static constexpr int kDTiles = kHeadDim / 8;
     static constexpr int kQkSteps = kHeadDim / 16;
     static constexpr int kPvSteps = kBlockN / 16;
+    // Registers a thread may hold after the producer warpgroup hands its own to the consumers (setmaxnreg): the
+    // producer keeps the minimum, the two consumer warpgroups share the rest of the 64K register file.
+    static constexpr int kProducerRegs = 32;
+    static constexpr int kConsumerRegs = 240;
     static_assert(kHeadDim % kBoxCols == 0, "whole 64-column boxes");
-    static_assert(kBlockM <= 256, "one copy-engine box holds the Q tile's rows");
-    static_assert(!kOverlap || kWarpgroups == 1, "the overlapped schedule is written for one warpgroup");
+    static_assert(kBlockN == 64 || kBlockN == 128, "wgmma n64 or n128 for S");
+    static_assert(kBlockM <= 256 && kBlockN <= 256, "one copy-engine box holds a tile's rows");
+    static_assert(kSchedule != Sm90Schedule::overlap || kWarpgroups == 1,
+                  "the thread-0 overlapped schedule is written for one warpgroup");
+    static_assert(!kProducer || 128 * (kProducerRegs + kWarpgroups * kConsumerRegs) <= 65536,
+                  "the register file holds the producer and every consumer at their budgets");
 };
 
 template <class T>
@@ -75,6 +94,8 @@ struct Sm90FwdSmem {
     uint64_t q_full;
     uint64_t k_full[T::kKStages];
     uint64_t v_full[T::kVStages];
+    uint64_t k_empty[T::kKStages];  // with a producer: the consumers' warps have finished reading the stage
+    uint64_t v_empty[T::kVStages];
 };
 
 template <class T>
@@ -91,22 +112,26 @@ struct Sm90Place {
     int warp_row0;  // first row of this thread's warp in the block (64 per warpgroup, 16 per warp)
     int group, tig;  // mma fragment coordinates
     uint32_t q_rows_offset;  // bytes from a Q box to this warpgroup's rows
-    KeyRange first, last;  // what the block's first and last rows see: bounds for every row between
+    // Keys every row of the block sees: [last row's begin, first row's end). A tile inside needs no mask.
+    int all_see_begin, all_see_end;
     int n_tile_begin, n_tile_end;
 
-    __device__ __forceinline__ Sm90Place(const AttnParams& p) {
+    // tid: the thread's index among the block's computing (consumer) threads.
+    __device__ __forceinline__ Sm90Place(const AttnParams& p, int tid) {
         // Causal blocks further down see more keys: the heaviest start first (as in the Ampere forward).
         const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
         b = blockIdx.y, h = blockIdx.z;
         hk = h / (p.nheads / p.nheads_k);
-        const int tid = threadIdx.x, lane = tid % 32;
+        const int lane = tid % 32;
         group = lane / 4, tig = lane % 4;
         warp_row0 = (tid / 32) * 16;
         q_rows_offset = (tid / 128) * T::kRowsPerWarpgroup * T::kRowBytes;
         m0 = m_block * T::kBlockM;
         rows = min(T::kBlockM, p.seqlen_q - m0);
-        first = visible_keys(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-        last = visible_keys(m0 + rows - 1, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        const KeyRange first = visible_keys(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        const KeyRange last = visible_keys(m0 + rows - 1, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        all_see_begin = static_cast<int>(last.begin);
+        all_see_end = static_cast<int>(first.end);
         n_tile_begin = static_cast<int>(first.begin / T::kBlockN);
         n_tile_end = last.end > first.begin ? static_cast<int>((last.end + T::kBlockN - 1) / T::kBlockN)
                                             : n_tile_begin;
@@ -130,6 +155,8 @@ __device__ __forceinline__ void issue_qk(float (&acc_s)[T::kMTiles][T::kNTiles][
     auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
     ptx::fence_registers(s_flat);
     ptx::wgmma_fence();
+    // Opaque here: otherwise the compiler keeps every step's descriptor live across the main loop.
+    ptx::opaque(q_smem);
 #pragma unroll
     for (int ks = 0; ks < T::kQkSteps; ++ks) {
         const int box = ks / T::kKStepsPerBox;
@@ -137,7 +164,10 @@ __device__ __forceinline__ void issue_qk(float (&acc_s)[T::kMTiles][T::kNTiles][
         const uint32_t box_bytes = box * T::kBlockN * T::kRowBytes;
         const uint64_t desc_q = ptx::smem_desc_sw128(q_smem + box * T::kBlockM * T::kRowBytes + step);
         const uint64_t desc_k = ptx::smem_desc_sw128(k_smem + box_bytes + step);
-        ptx::wgmma_ss_m64n64k16(s_flat, desc_q, desc_k, ks > 0 ? 1 : 0, typename T::Elem());
+        if constexpr (T::kBlockN == 128)
+            ptx::wgmma_ss_m64n128k16(s_flat, desc_q, desc_k, ks > 0 ? 1 : 0, typename T::Elem());
+        else
+            ptx::wgmma_ss_m64n64k16(s_flat, desc_q, desc_k, ks > 0 ? 1 : 0, typename T::Elem());
     }
     ptx::wgmma_commit();
 }
@@ -163,6 +193,7 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[T::kMTiles][T::kDTiles][
     auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
     ptx::fence_registers(o_flat);
     ptx::wgmma_fence();
+    ptx::opaque(v_smem);
 #pragma unroll
     for (int ps = 0; ps < T::kPvSteps; ++ps)
 #pragma unroll
@@ -180,17 +211,19 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[T::kMTiles][T::kDTiles][
 template <class T>
 __device__ __forceinline__ void mask_tile(float (&acc_s)[T::kMTiles][T::kNTiles][4], const AttnParams& p,
                                           const Sm90Place<T>& at, int n0) {
-    if (at.last.begin <= n0 && at.first.end >= n0 + T::kBlockN) return;  // every row sees every key of the tile
+    if (at.all_see_begin <= n0 && at.all_see_end >= n0 + T::kBlockN) return;  // every row sees every key of the tile
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const int row = at.m0 + at.warp_row0 + at.group + 8 * half;
         const KeyRange r = visible_keys(row, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        // In this tile's coordinates (32-bit: a sequence's length fits).
+        const int begin = static_cast<int>(r.begin) - n0 - 2 * at.tig, end = static_cast<int>(r.end) - n0 - 2 * at.tig;
 #pragma unroll
         for (int nt = 0; nt < T::kNTiles; ++nt)
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
-                const int col = n0 + nt * 8 + 2 * at.tig + j;
-                if (col < r.begin || col >= r.end) acc_s[0][nt][2 * half + j] = -INFINITY;
+                const int col = nt * 8 + j;
+                if (col < begin || col >= end) acc_s[0][nt][2 * half + j] = -INFINITY;
             }
     }
 }
@@ -226,13 +259,17 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
     }
 }
 
-// The mbarriers, initialised by thread 0 and published to the block.
+// The mbarriers, initialised by thread 0 and published to the block. A stage is empty once every consumer warp has
+// arrived (one arrival a warp, after its wgmma wait).
 template <class T>
 __device__ __forceinline__ void init_barriers(Sm90FwdSmem<T>& s) {
     if (threadIdx.x == 0) {
+        constexpr uint32_t kConsumerWarps = T::kWarpgroups * 4;
         ptx::mbarrier_init(&s.q_full, 1);
         for (int st = 0; st < T::kKStages; ++st) ptx::mbarrier_init(&s.k_full[st], 1);
         for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_full[st], 1);
+        for (int st = 0; st < T::kKStages; ++st) ptx::mbarrier_init(&s.k_empty[st], kConsumerWarps);
+        for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_empty[st], kConsumerWarps);
         ptx::fence_mbarrier_init();
     }
     __syncthreads();
@@ -253,11 +290,12 @@ __global__ void __launch_bounds__(T::kThreads)
 #if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
     __trap();  // sm_90a code only; the dispatch launches it on compute capability 9.0 alone
 #else
-    static_assert(T::kKStages == T::kVStages, "K and V tiles share their stage here");
+    static_assert(T::kSchedule == Sm90Schedule::serial && T::kKStages == T::kVStages,
+                  "K and V tiles share their stage here");
     extern __shared__ unsigned char smem_raw[];
     Sm90FwdSmem<T>& s = sm90_smem<T>(smem_raw);
-    const Sm90Place<T> at(p);
     const int tid = threadIdx.x;
+    const Sm90Place<T> at(p, tid);
     init_barriers<T>(s);
 
     // Thread 0 only: the copies of K and V tile n_tile into stage st.
@@ -318,11 +356,11 @@ __global__ void __launch_bounds__(T::kThreads)
 #if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
     __trap();
 #else
-    static_assert(T::kOverlap, "the overlapped schedule's traits");
+    static_assert(T::kSchedule == Sm90Schedule::overlap, "the overlapped schedule's traits");
     extern __shared__ unsigned char smem_raw[];
     Sm90FwdSmem<T>& s = sm90_smem<T>(smem_raw);
-    const Sm90Place<T> at(p);
     const int tid = threadIdx.x;
+    const Sm90Place<T> at(p, tid);
     init_barriers<T>(s);
     const int tiles = at.n_tile_end - at.n_tile_begin;
 

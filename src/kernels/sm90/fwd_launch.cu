@@ -1,18 +1,22 @@
 // Launching the Hopper forward: tensor maps for Q, K and V, the grid, the shared memory. Instances: float16,
-// bfloat16 x head dims 64, 128 x one or two warpgroups a block; head dims below a bucket are zero-filled by the
-// copy engine. One warpgroup a block by default (faster on an H100 at every swept shape but two, bench/NOTES_sm90.md);
-// FLASHATTN_SM90_WARPGROUPS=2 picks the two-warpgroup blocks, FLASHATTN_SM90_OVERLAP=1 the one-warpgroup kernel that
-// overlaps each softmax with the previous P V product (not yet measured).
+// bfloat16 x head dims 64, 128 x four schedules; head dims below a bucket are zero-filled by the copy engine.
+// FLASHATTN_SM90_SCHEDULE picks the schedule (bench/NOTES_sm90.md has each one's measurements):
+//   serial1     one warpgroup a block, each product waited for at once, 64-key tiles (the default)
+//   serial2     the same with two warpgroups a block
+//   overlap     one warpgroup, each softmax overlapped with the previous tile's P V product
+//   specialised a producer warpgroup and two overlapped consumer warpgroups taking turns, 128-key tiles
+//   specialised_free  the same without turns
 #include <cuda_runtime.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
+#include <string>
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/elem_type.cuh"
 #include "kernels/sm90/fwd_kernel.cuh"
+#include "kernels/sm90/fwd_specialised_kernel.cuh"
 #include "kernels/sm90/fwd_sm90.h"
 #include "kernels/sm90/tensor_map.h"
 
@@ -45,9 +49,8 @@ CUtensorMap attention_map(const void* base, ElemType dtype, int head_dim, int ro
     return make_tensor_map_4d_sw128(base, dtype, dims, strides, box_cols, box_rows);
 }
 
-template <typename Elem, int kHeadDim, int kWarpgroups, bool kOverlap>
-void launch(const AttnParams& p) {
-    using T = Sm90FwdTraits<Elem, kHeadDim, kWarpgroups, kOverlap>;
+template <class T>
+void launch(const AttnParams& p, bool take_turns) {
     const CUtensorMap map_q = attention_map(p.q, p.dtype, p.head_dim, p.seqlen_q, p.nheads, p.batch, p.q_row_stride,
                                             p.q_head_stride, p.q_batch_stride, T::kBoxCols, T::kBlockM);
     const CUtensorMap map_k = attention_map(p.k, p.dtype, p.head_dim, p.seqlen_k, p.nheads_k, p.batch,
@@ -55,7 +58,9 @@ void launch(const AttnParams& p) {
     const CUtensorMap map_v = attention_map(p.v, p.dtype, p.head_dim_v, p.seqlen_k, p.nheads_k, p.batch,
                                             p.v_row_stride, p.v_head_stride, p.v_batch_stride, T::kBoxCols, T::kBlockN);
     const auto kernel = [] {
-        if constexpr (kOverlap)
+        if constexpr (T::kSchedule == Sm90Schedule::specialised)
+            return fwd_sm90_specialised_kernel<T>;
+        else if constexpr (T::kSchedule == Sm90Schedule::overlap)
             return fwd_sm90_overlap_kernel<T>;
         else
             return fwd_sm90_kernel<T>;
@@ -64,32 +69,35 @@ void launch(const AttnParams& p) {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
                "cudaFuncSetAttribute(Hopper forward shared memory)");
     const dim3 grid((p.seqlen_q + T::kBlockM - 1) / T::kBlockM, p.batch, p.nheads);
-    kernel<<<grid, T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(map_q, map_k, map_v, p);
+    if constexpr (T::kSchedule == Sm90Schedule::specialised)
+        kernel<<<grid, T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(map_q, map_k, map_v, p, take_turns);
+    else
+        kernel<<<grid, T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(map_q, map_k, map_v, p);
     check_cuda(cudaGetLastError(), "Hopper forward kernel launch");
     g_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool env_is(const char* name, const char* value) {
-    const char* choice = std::getenv(name);
-    return choice && std::strcmp(choice, value) == 0;
-}
-
-template <ElemType kElem, int kWarpgroups, bool kOverlap>
-void launch_shape(const AttnParams& p) {
+template <ElemType kElem, int kWarpgroups, Sm90Schedule kSchedule, int kBlockN>
+void launch_shape(const AttnParams& p, bool take_turns = false) {
+    using Elem = ElemOf<kElem>;
     if (p.head_dim <= kSmallBucket)
-        launch<ElemOf<kElem>, kSmallBucket, kWarpgroups, kOverlap>(p);
+        launch<Sm90FwdTraits<Elem, kSmallBucket, kWarpgroups, kSchedule, kBlockN>>(p, take_turns);
     else
-        launch<ElemOf<kElem>, kLargeBucket, kWarpgroups, kOverlap>(p);
+        launch<Sm90FwdTraits<Elem, kLargeBucket, kWarpgroups, kSchedule, kBlockN>>(p, take_turns);
 }
 
 template <ElemType kElem>
 void launch_dtype(const AttnParams& p) {
-    if (env_is("FLASHATTN_SM90_OVERLAP", "1"))
-        launch_shape<kElem, 1, true>(p);
-    else if (env_is("FLASHATTN_SM90_WARPGROUPS", "2"))
-        launch_shape<kElem, 2, false>(p);
+    const char* choice = std::getenv("FLASHATTN_SM90_SCHEDULE");
+    const std::string schedule = choice ? choice : "";
+    if (schedule == "specialised" || schedule == "specialised_free")
+        launch_shape<kElem, 2, Sm90Schedule::specialised, 128>(p, schedule == "specialised");
+    else if (schedule == "overlap")
+        launch_shape<kElem, 1, Sm90Schedule::overlap, 64>(p);
+    else if (schedule == "serial2")
+        launch_shape<kElem, 2, Sm90Schedule::serial, 64>(p);
     else
-        launch_shape<kElem, 1, false>(p);
+        launch_shape<kElem, 1, Sm90Schedule::serial, 64>(p);
 }
 
 }  // namespace

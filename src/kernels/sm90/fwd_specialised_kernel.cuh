@@ -1,0 +1,140 @@
+// The Hopper forward with warp specialisation: one producer warpgroup feeds the copy engine, T::kWarpgroups
+// consumer warpgroups (64 query rows each) compute.
+//
+//   producer (warpgroup 0, one thread): Q once; then for every key tile K into its K stage and V into its V stage,
+//     each stage first waited for on its "empty" mbarrier. It keeps kProducerRegs registers (setmaxnreg) so the
+//     consumers can hold theirs.
+//   consumers: the overlapped step of fwd_sm90_overlap_kernel: S(j) = Q K(j)^T and O += P(j-1) V(j-1) in flight
+//     together, the exponentials of S(j) computed while the second runs, O rescaled once it is done. Each warp hands
+//     a stage back (one arrival on its empty mbarrier) as soon as the wgmma wait that covers its reads returns, so
+//     the producer refills it without a block-wide barrier.
+//   taking turns (take_turns, a run-time choice): the two consumer warpgroups issue their products one after the
+//     other, each waiting on its named barrier for the other's signal, so that one's softmax runs while the other's
+//     products keep the tensor cores busy rather than both asking for them at once.
+// The steps (Sm90Place, issue_qk, issue_pv, pack_p, mask_tile, store_rows_and_lse) are fwd_kernel.cuh's.
+#pragma once
+
+#include "kernels/sm90/fwd_kernel.cuh"
+
+namespace flashattn::kernels {
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    fwd_sm90_specialised_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                                const __grid_constant__ CUtensorMap map_v, const AttnParams p, bool take_turns) {
+#if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
+    __trap();
+#else
+    static_assert(T::kSchedule == Sm90Schedule::specialised, "the specialised schedule's traits");
+    extern __shared__ unsigned char smem_raw[];
+    Sm90FwdSmem<T>& s = sm90_smem<T>(smem_raw);
+    init_barriers<T>(s);
+    constexpr int kProducerThreads = 128;
+    const bool producer = threadIdx.x < kProducerThreads;
+    const int tid = producer ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) - kProducerThreads;
+    const Sm90Place<T> at(p, tid);
+    const int tiles = at.n_tile_end - at.n_tile_begin;
+
+    if (producer) {
+        ptx::setmaxnreg_dec<T::kProducerRegs>();
+        if (tid != 0) return;
+        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.m0, at.h, at.b);
+        for (int i = 0; i < tiles; ++i) {
+            const int row = (at.n_tile_begin + i) * T::kBlockN;
+            // Round r of a stage waits for the consumers' release of round r - 1; round 0 passes at once (a fresh
+            // mbarrier counts its previous phase, parity 1, as complete).
+            const int ks = i % T::kKStages, vs = i % T::kVStages;
+            ptx::mbarrier_wait(&s.k_empty[ks], ((i / T::kKStages) % 2) ^ 1);
+            load_tile<T>(s.k[ks][0], T::kKvBoxElems, &map_k, &s.k_full[ks], T::kKvTileBytes, row, at.hk, at.b);
+            ptx::mbarrier_wait(&s.v_empty[vs], ((i / T::kVStages) % 2) ^ 1);
+            load_tile<T>(s.v[vs][0], T::kKvBoxElems, &map_v, &s.v_full[vs], T::kKvTileBytes, row, at.hk, at.b);
+        }
+        return;
+    }
+
+    ptx::setmaxnreg_inc<T::kConsumerRegs>();
+    const bool warp_leader = tid % 32 == 0;
+    // Turns: warpgroup w waits on barrier kTurnBarrier + w before issuing and then signals the other's. Each issues
+    // tiles + 1 times (S(0), one per later tile, the last P V); the second starts by signalling the first and skips
+    // its last signal, so every barrier phase a warpgroup waits for is completed exactly once.
+    static_assert(T::kWarpgroups == 2, "turns are taken between two consumer warpgroups");
+    constexpr int kTurnBarrier = 1, kTurnThreads = 256;  // named barrier 0 is __syncthreads'
+    const int wg = tid / 128;
+    const int issues = tiles > 0 ? tiles + 1 : 0;
+    int issued = 0;
+    auto my_turn = [&] {
+        if (take_turns) ptx::named_barrier_sync(kTurnBarrier + wg, kTurnThreads);
+    };
+    auto your_turn = [&] {
+        ++issued;
+        if (take_turns && !(wg == 1 && issued == issues)) ptx::named_barrier_arrive(kTurnBarrier + 1 - wg, kTurnThreads);
+    };
+    if (take_turns && wg == 1 && issues > 0) ptx::named_barrier_arrive(kTurnBarrier, kTurnThreads);
+    auto wait_k = [&](int i) { ptx::mbarrier_wait(&s.k_full[i % T::kKStages], (i / T::kKStages) % 2); };
+    auto wait_v = [&](int i) { ptx::mbarrier_wait(&s.v_full[i % T::kVStages], (i / T::kVStages) % 2); };
+    auto release_k = [&](int i) {
+        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[i % T::kKStages]);
+    };
+    auto release_v = [&](int i) {
+        if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[i % T::kVStages]);
+    };
+    auto k_smem = [&](int i) { return ptx::smem_addr(s.k[i % T::kKStages][0]); };
+    auto v_smem = [&](int i) { return ptx::smem_addr(s.v[i % T::kVStages][0]); };
+
+    float acc_o[T::kMTiles][T::kDTiles][4];
+    float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
+    start_rows<T>(acc_o, row_max, row_sum);
+    auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
+    const uint32_t q_smem = ptx::smem_addr(s.q[0]) + at.q_rows_offset;
+    const float exp2_mult = p.scale_log2;  // no score transform on this path: the scale folds into exp2
+    float acc_s[T::kMTiles][T::kNTiles][4];
+    auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
+    uint32_t a_frag[T::kPvSteps][4];  // P of the previous tile, the operand of the product in flight
+    float rescale[T::kMTiles][2];
+
+    ptx::mbarrier_wait(&s.q_full, 0);
+    if (tiles > 0) {
+        // Tile 0: S alone (O is still zero, so no rescale is pending).
+        wait_k(0);
+        my_turn();
+        issue_qk<T>(acc_s, q_smem, k_smem(0));
+        your_turn();
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(s_flat);
+        release_k(0);
+        mask_tile<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
+        softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        pack_p<T>(a_frag, acc_s);
+    }
+    for (int i = 1; i < tiles; ++i) {
+        wait_k(i);
+        wait_v(i - 1);
+        my_turn();
+        issue_qk<T>(acc_s, q_smem, k_smem(i));      // group 1: S(i)
+        issue_pv<T>(acc_o, a_frag, v_smem(i - 1));  // group 2: O += P(i-1) V(i-1)
+        your_turn();
+        ptx::wgmma_wait<1>();                       // S(i) is done; the product may still run
+        ptx::fence_registers(s_flat);
+        release_k(i);
+        mask_tile<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
+        softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        ptx::wgmma_wait<0>();                       // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
+        ptx::fence_registers(o_flat);
+        release_v(i - 1);
+        rescale_rows<T>(acc_o, rescale);
+        pack_p<T>(a_frag, acc_s);
+    }
+    if (tiles > 0) {
+        wait_v(tiles - 1);
+        my_turn();
+        issue_pv<T>(acc_o, a_frag, v_smem(tiles - 1));
+        your_turn();
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(o_flat);
+        release_v(tiles - 1);
+    }
+    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at);
+#endif
+}
+
+}  // namespace flashattn::kernels
