@@ -72,17 +72,20 @@ struct Sm90FwdTraits {
     static constexpr int kDTiles = kHeadDim / 8;
     static constexpr int kQkSteps = kHeadDim / 16;
     static constexpr int kPvSteps = kBlockN / 16;
-    // Registers a thread may hold after the producer warpgroup hands its own to the consumers (setmaxnreg): the
-    // producer keeps the minimum, the two consumer warpgroups share the rest of the 64K register file.
-    static constexpr int kProducerRegs = 32;
+    // Registers a thread may hold after the producer warpgroup hands its own to the consumers (setmaxnreg). The pool
+    // is what the block was launched with: __launch_bounds__(kThreads, 1) caps every thread at the register file
+    // over the block's threads (168 for three warpgroups); a consumer's setmaxnreg.inc waits until the producer's
+    // .dec has freed enough, so the budgets must fit that pool exactly or the block hangs.
+    static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+    static constexpr int kProducerRegs = 24;
     static constexpr int kConsumerRegs = 240;
     static_assert(kHeadDim % kBoxCols == 0, "whole 64-column boxes");
     static_assert(kBlockN == 64 || kBlockN == 128, "wgmma n64 or n128 for S");
     static_assert(kBlockM <= 256 && kBlockN <= 256, "one copy-engine box holds a tile's rows");
     static_assert(kSchedule != Sm90Schedule::overlap || kWarpgroups == 1,
                   "the thread-0 overlapped schedule is written for one warpgroup");
-    static_assert(!kProducer || 128 * (kProducerRegs + kWarpgroups * kConsumerRegs) <= 65536,
-                  "the register file holds the producer and every consumer at their budgets");
+    static_assert(!kProducer || kProducerRegs + kWarpgroups * kConsumerRegs <= (kWarpgroups + 1) * kLaunchRegs,
+                  "the producer's and consumers' budgets fit the registers the block was launched with");
 };
 
 template <class T>
