@@ -1,5 +1,5 @@
 // The Hopper forward (src/kernels/sm90) against the fp32 CPU oracle by the rule of attention_case.h: the cases it
-// takes (float16/bfloat16, head dims up to 128, causal and window masks, GQA, odd lengths), each run with
+// takes (float16/bfloat16, head dims up to 256, causal and window masks, GQA, odd lengths), each run with
 // FLASHATTN_FORWARD_PATH=sm90 in every schedule (FLASHATTN_SM90_SCHEDULE: serial1, serial2, overlap, specialised,
 // specialised_free) and checked to have launched the Hopper kernel rather than the Ampere fallback.
 // Skipped, saying why, where the device is not compute capability 9.0 or sm_90a was not compiled.
@@ -69,8 +69,9 @@ void check_on_sm90(const AttnCase& c) {
 
 std::vector<AttnCase> sm90_cases() {
     std::vector<AttnCase> cases;
-    // Head dims of both buckets (40 and 72 zero-filled by the copy engine), both dtypes, lengths on and off tiles.
-    for (int64_t d : {40, 64, 72, 128})
+    // Head dims of every bucket (40, 72 and 200 zero-filled by the copy engine), both dtypes, lengths on and off
+    // tiles. Above 128 every schedule name runs the specialised kernel (with or without turns).
+    for (int64_t d : {40, 64, 72, 128, 200, 256})
         for (DType dt : kDtypes)
             cases.push_back({.dtype = dt, .seqlen_q = dt == kF16 ? 113 : 1000, .seqlen_k = dt == kF16 ? 1000 : 113,
                              .head_dim = d});
@@ -90,6 +91,11 @@ std::vector<AttnCase> sm90_cases() {
     cases.push_back({.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .nheads = 8, .nheads_k = 2,
                      .head_dim = 128, .causal = true});
     cases.push_back({.dtype = kF16, .seqlen_q = 113, .seqlen_k = 1000, .nheads = 6, .nheads_k = 1, .head_dim = 64});
+    // Head dim 256 with masks and GQA.
+    cases.push_back({.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .nheads = 8, .nheads_k = 2,
+                     .head_dim = 256, .causal = true});
+    cases.push_back({.dtype = kF16, .seqlen_q = 113, .seqlen_k = 512, .head_dim = 256, .window_left = 32,
+                     .window_right = 16});
     return cases;
 }
 

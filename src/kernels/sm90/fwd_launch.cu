@@ -1,7 +1,9 @@
 // Launching the Hopper forward: tensor maps for Q, K and V, the grid, the shared memory. Instances: float16,
-// bfloat16 x head dims 64, 128 x four schedules; head dims below a bucket are zero-filled by the copy engine.
-// FLASHATTN_SM90_SCHEDULE picks the schedule (bench/NOTES_sm90.md has each one's measurements):
-//   serial1     one warpgroup a block, each product waited for at once, 64-key tiles (the default)
+// bfloat16 x head dims 64, 128 x four schedules, and head dim 256 in the specialised schedule alone; head dims below
+// a bucket are zero-filled by the copy engine.
+// FLASHATTN_SM90_SCHEDULE picks the schedule (bench/NOTES_sm90.md has each one's measurements; unset: specialised
+// at head dims above 64, serial1 up to 64):
+//   serial1     one warpgroup a block, each product waited for at once, 64-key tiles
 //   serial2     the same with two warpgroups a block
 //   overlap     one warpgroup, each softmax overlapped with the previous tile's P V product
 //   specialised a producer warpgroup and two overlapped consumer warpgroups taking turns, 128-key tiles
@@ -24,7 +26,10 @@ namespace flashattn::kernels {
 
 namespace {
 
-constexpr int kSmallBucket = 64, kLargeBucket = 128;
+constexpr int kSmallBucket = 64, kLargeBucket = 128, kHugeBucket = 256;
+// Above kLargeBucket only the specialised schedule is compiled, with 64-key tiles: O alone is 128 registers a thread
+// at head dim 256, and S, P and O of a 128-key tile would not fit a consumer's 240.
+constexpr int kHugeBlockN = 64;
 constexpr int64_t kTmaStrideElems = 8;    // the copy engine's strides are multiples of 16 bytes
 constexpr uintptr_t kTmaBaseAlign = 16;
 std::atomic<int64_t> g_launches{0};
@@ -89,7 +94,15 @@ void launch_shape(const AttnParams& p, bool take_turns = false) {
 template <ElemType kElem>
 void launch_dtype(const AttnParams& p) {
     const char* choice = std::getenv("FLASHATTN_SM90_SCHEDULE");
-    const std::string schedule = choice ? choice : "";
+    std::string schedule = choice ? choice : "";
+    // The defaults, from the quick sweeps of bench/NOTES_sm90.md: at head dim 128 the specialised schedule leads
+    // every other by 20-40%; at head dim 64 the one-warpgroup serial blocks are as fast or faster.
+    if (schedule.empty()) schedule = p.head_dim <= kSmallBucket ? "serial1" : "specialised";
+    if (p.head_dim > kLargeBucket) {
+        launch<Sm90FwdTraits<ElemOf<kElem>, kHugeBucket, 2, Sm90Schedule::specialised, kHugeBlockN>>(
+            p, schedule != "specialised_free");
+        return;
+    }
     if (schedule == "specialised" || schedule == "specialised_free")
         launch_shape<kElem, 2, Sm90Schedule::specialised, 128>(p, schedule == "specialised");
     else if (schedule == "overlap")
@@ -106,7 +119,7 @@ bool sm90_forward_handles(const AttnParams& p) {
     if (p.op != OpKind::forward || p.is_varlen) return false;
     if (p.dtype != ElemType::f16 && p.dtype != ElemType::bf16) return false;
     if (p.dropout_p > 0.f || p.softcap > 0.f || p.alibi_slopes || p.attn_probs) return false;
-    if (p.head_dim != p.head_dim_v || p.head_dim > kLargeBucket || p.head_dim % 8 != 0) return false;
+    if (p.head_dim != p.head_dim_v || p.head_dim > kHugeBucket || p.head_dim % 8 != 0) return false;
     if (p.batch <= 0 || p.seqlen_q <= 0 || p.seqlen_k <= 0) return false;
     // The output is written 4 bytes (two elements) at a time.
     if (reinterpret_cast<uintptr_t>(p.out) % 4 != 0 || p.out_row_stride % 2 != 0 ||
