@@ -1,7 +1,7 @@
 // The Hopper forward (src/kernels/sm90) against the fp32 CPU oracle by the rule of attention_case.h: the cases it
-// takes (float16/bfloat16, head dims up to 256, causal and window masks, GQA, odd lengths), each run with
-// FLASHATTN_FORWARD_PATH=sm90 in every schedule (FLASHATTN_SM90_SCHEDULE: serial1, serial2, overlap, specialised,
-// specialised_free) and checked to have launched the Hopper kernel rather than the Ampere fallback.
+// takes (float16/bfloat16, head dims up to 256, causal and window masks, softcap, ALiBi, GQA, varlen, odd lengths),
+// each run with FLASHATTN_FORWARD_PATH=sm90 in every schedule (FLASHATTN_SM90_SCHEDULE: serial1, serial2, overlap,
+// specialised, specialised_free) and checked to have launched the Hopper kernel rather than the Ampere fallback.
 // Skipped, saying why, where the device is not compute capability 9.0 or sm_90a was not compiled.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -91,6 +91,25 @@ std::vector<AttnCase> sm90_cases() {
     cases.push_back({.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .nheads = 8, .nheads_k = 2,
                      .head_dim = 128, .causal = true});
     cases.push_back({.dtype = kF16, .seqlen_q = 113, .seqlen_k = 1000, .nheads = 6, .nheads_k = 1, .head_dim = 64});
+    // Score transforms: softcap and ALiBi (per head, per batch and head), alone and with masks.
+    cases.push_back({.dtype = kBF16, .seqlen_q = 113, .seqlen_k = 1000, .head_dim = 128, .softcap = 5.0f});
+    cases.push_back({.dtype = kF16, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 64, .causal = true,
+                     .softcap = 2.0f, .alibi = Alibi::per_head});
+    cases.push_back({.dtype = kBF16, .seqlen_q = 512, .seqlen_k = 113, .nheads = 8, .nheads_k = 2, .head_dim = 256,
+                     .window_left = 20, .window_right = 5, .alibi = Alibi::per_batch_head});
+    // Varlen: ragged (empty sequences, one row, lengths off the tiles), seqused_k, long sequences.
+    cases.push_back({.dtype = kF16, .head_dim = 64, .seqlens_q = kRaggedQ, .seqlens_k = kRaggedK});
+    cases.push_back({.dtype = kBF16, .nheads = 8, .nheads_k = 2, .head_dim = 128, .seqlens_q = kRaggedQ,
+                     .seqlens_k = kRaggedK, .causal = true});
+    cases.push_back({.dtype = kBF16, .head_dim = 256, .seqlens_q = kRaggedQ, .seqlens_k = kRaggedK,
+                     .alibi = Alibi::per_batch_head});
+    cases.push_back({.dtype = kF16, .head_dim = 128, .seqlens_q = kUsedQ, .seqlens_k = kUsedK,
+                     .seqused_k = kUsedUsed, .softcap = 5.0f});
+    cases.push_back({.dtype = kBF16, .head_dim = 72, .seqlens_q = kLongQ, .seqlens_k = kLongK, .causal = true,
+                     .window_left = 300, .window_right = 100});
+    // One-row sequences: the API gives their row dimension stride 0, the tensor maps a stand-in.
+    cases.push_back({.dtype = kBF16, .batch = 3, .seqlen_q = 1, .seqlen_k = 1, .head_dim = 128});
+    cases.push_back({.dtype = kF16, .seqlen_q = 1, .seqlen_k = 1000, .nheads = 8, .nheads_k = 1, .head_dim = 256});
     // Head dim 256 with masks and GQA.
     cases.push_back({.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .nheads = 8, .nheads_k = 2,
                      .head_dim = 256, .causal = true});
@@ -99,8 +118,8 @@ std::vector<AttnCase> sm90_cases() {
     return cases;
 }
 
-// Not (yet) the Hopper forward's: a sequence of one row, whose stride the API records as 0 (never stepped), which
-// the copy engine's tensor maps do not take. The Ampere-class kernel must compute it, by the same rule.
+// Not the Hopper forward's: dropout and the attention-probabilities output stay with the Ampere-class kernel, which
+// must compute them by the same rule when the Hopper path is asked for.
 void check_falls_back(const AttnCase& c) {
     if (const char* why = sm90_unavailable()) GTEST_SKIP() << why;
     ScopedEnv path("FLASHATTN_FORWARD_PATH", "sm90");
@@ -110,7 +129,8 @@ void check_falls_back(const AttnCase& c) {
 }
 
 std::vector<AttnCase> fallback_cases() {
-    return {{.dtype = kBF16, .batch = 3, .seqlen_q = 1, .seqlen_k = 1, .head_dim = 128}};
+    return {{.dtype = kBF16, .seqlen_q = 113, .seqlen_k = 113, .head_dim = 128, .dropout_p = 0.1f},
+            {.dtype = kF16, .seqlen_q = 17, .seqlen_k = 64, .head_dim = 64, .attn_probs = true}};
 }
 
 [[maybe_unused]] const bool registered = [] {

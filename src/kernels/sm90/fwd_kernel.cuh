@@ -26,6 +26,7 @@
 #include "common/numeric.h"
 #include "common/params.h"
 #include "kernels/common/ptx_sm90.cuh"
+#include "kernels/common/seq_slice.cuh"
 #include "kernels/common/wgmma_ops.cuh"
 #include "kernels/sm80/warp_tiles.cuh"
 
@@ -112,12 +113,16 @@ constexpr int sm90_fwd_smem_bytes() {
 template <class T>
 struct Sm90Place {
     int b, h, hk, m0, rows;
+    int seqlen_q, seqlen_k;  // this sequence's (varlen: from cu_seqlens and seqused_k)
+    int q_row0, k_row0;      // its first rows in q/out and k/v (varlen; 0 otherwise)
+    int map_batch;           // the batch coordinate of the tensor maps (varlen: 0, the maps span the packed rows)
     int warp_row0;  // first row of this thread's warp in the block (64 per warpgroup, 16 per warp)
     int group, tig;  // mma fragment coordinates
     uint32_t q_rows_offset;  // bytes from a Q box to this warpgroup's rows
     // Keys every row of the block sees: [last row's begin, first row's end). A tile inside needs no mask.
     int all_see_begin, all_see_end;
     int n_tile_begin, n_tile_end;
+    float alibi_slope;  // 0 without ALiBi
 
     // tid: the thread's index among the block's computing (consumer) threads.
     __device__ __forceinline__ Sm90Place(const AttnParams& p, int tid) {
@@ -125,14 +130,19 @@ struct Sm90Place {
         const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
         b = blockIdx.y, h = blockIdx.z;
         hk = h / (p.nheads / p.nheads_k);
+        const SeqSlice seq = seq_slice(p, b);
+        seqlen_q = seq.seqlen_q, seqlen_k = seq.seqlen_k;
+        q_row0 = static_cast<int>(seq.q_row0), k_row0 = static_cast<int>(seq.k_row0);
+        map_batch = p.is_varlen ? 0 : b;
+        alibi_slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
         const int lane = tid % 32;
         group = lane / 4, tig = lane % 4;
         warp_row0 = (tid / 32) * 16;
         q_rows_offset = (tid / 128) * T::kRowsPerWarpgroup * T::kRowBytes;
         m0 = m_block * T::kBlockM;
-        rows = min(T::kBlockM, p.seqlen_q - m0);
-        const KeyRange first = visible_keys(m0, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-        const KeyRange last = visible_keys(m0 + rows - 1, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        rows = min(T::kBlockM, seqlen_q - m0);  // <= 0: a varlen block past its sequence, nothing to do
+        const KeyRange first = visible_keys(m0, seqlen_q, seqlen_k, p.window_left, p.window_right);
+        const KeyRange last = visible_keys(m0 + rows - 1, seqlen_q, seqlen_k, p.window_left, p.window_right);
         all_see_begin = static_cast<int>(last.begin);
         all_see_end = static_cast<int>(first.end);
         n_tile_begin = static_cast<int>(first.begin / T::kBlockN);
@@ -140,6 +150,33 @@ struct Sm90Place {
                                             : n_tile_begin;
     }
 };
+
+// Scores the softmax sees, where the forward transforms them (softcap, ALiBi): then exp2 takes log2(e), not the
+// scale, as its multiplier (score_exp2_mult) and the scale is applied here.
+__device__ __forceinline__ bool scores_transformed(const AttnParams& p) {
+    return p.softcap > 0.f || p.alibi_slopes != nullptr;
+}
+__device__ __forceinline__ float score_exp2_mult(const AttnParams& p) {
+    return scores_transformed(p) ? kLog2e : p.scale_log2;
+}
+template <class T>
+__device__ __forceinline__ void transform_scores(float (&acc_s)[T::kMTiles][T::kNTiles][4], const AttnParams& p,
+                                                 const Sm90Place<T>& at, int n0) {
+    const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
+#pragma unroll
+    for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float s = acc_s[0][nt][i];
+            s = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(s * softcap_in) : s * p.scale;
+            if (p.alibi_slopes) {
+                const int row = at.m0 + at.warp_row0 + at.group + 8 * (i / 2);
+                const int col = n0 + nt * 8 + 2 * at.tig + i % 2;
+                s += alibi_bias(at.alibi_slope, row, col, at.seqlen_q, at.seqlen_k);
+            }
+            acc_s[0][nt][i] = s;
+        }
+}
 
 // Thread 0 only: copy the 64-column boxes of one tile (rows [row, row + box rows) of head `head` of sequence b)
 // into `boxes`, completing on `bar`.
@@ -218,7 +255,7 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[T::kMTiles][T::kNTiles]
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const int row = at.m0 + at.warp_row0 + at.group + 8 * half;
-        const KeyRange r = visible_keys(row, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        const KeyRange r = visible_keys(row, at.seqlen_q, at.seqlen_k, p.window_left, p.window_right);
         // In this tile's coordinates (32-bit: a sequence's length fits).
         const int begin = static_cast<int>(r.begin) - n0 - 2 * at.tig, end = static_cast<int>(r.end) - n0 - 2 * at.tig;
 #pragma unroll
@@ -231,6 +268,14 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[T::kMTiles][T::kNTiles]
     }
 }
 
+// What the softmax needs of a fresh S tile: the transform (where asked for), then the masks.
+template <class T>
+__device__ __forceinline__ void prepare_scores(float (&acc_s)[T::kMTiles][T::kNTiles][4], const AttnParams& p,
+                                               const Sm90Place<T>& at, int n0) {
+    if (scores_transformed(p)) transform_scores<T>(acc_s, p, at, n0);
+    mask_tile<T>(acc_s, p, at, n0);
+}
+
 // Normalise and write O (4-byte stores straight from the accumulators) and the LSE.
 template <class T>
 __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTiles][T::kDTiles][4],
@@ -238,11 +283,12 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
                                                    const float (&row_sum)[T::kMTiles][2], const AttnParams& p,
                                                    const Sm90Place<T>& at) {
     using Elem = typename T::Elem;
-    Elem* out = static_cast<Elem*>(p.out) + at.b * p.out_batch_stride + int64_t(at.m0) * p.out_row_stride +
-                at.h * p.out_head_stride;
-    float* lse = p.softmax_lse ? p.softmax_lse + at.b * p.lse_batch_stride + at.h * p.lse_head_stride + at.m0
-                               : nullptr;
-    const float max_to_natural = p.scale_log2 * kLn2;
+    Elem* out = static_cast<Elem*>(p.out) + at.b * p.out_batch_stride +
+                int64_t(at.q_row0 + at.m0) * p.out_row_stride + at.h * p.out_head_stride;
+    float* lse = p.softmax_lse
+                     ? p.softmax_lse + at.b * p.lse_batch_stride + at.h * p.lse_head_stride + at.q_row0 + at.m0
+                     : nullptr;
+    const float max_to_natural = score_exp2_mult(p) * kLn2;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const float sum = ptx::quad_sum(row_sum[0][half]);
@@ -299,17 +345,18 @@ __global__ void __launch_bounds__(T::kThreads)
     Sm90FwdSmem<T>& s = sm90_smem<T>(smem_raw);
     const int tid = threadIdx.x;
     const Sm90Place<T> at(p, tid);
+    if (at.rows <= 0) return;  // a varlen block past its sequence (the whole block alike)
     init_barriers<T>(s);
 
     // Thread 0 only: the copies of K and V tile n_tile into stage st.
     auto issue_kv = [&](int n_tile, int st) {
-        load_tile<T>(s.k[st][0], T::kKvBoxElems, &map_k, &s.k_full[st], T::kKvTileBytes, n_tile * T::kBlockN, at.hk,
-                     at.b);
-        load_tile<T>(s.v[st][0], T::kKvBoxElems, &map_v, &s.v_full[st], T::kKvTileBytes, n_tile * T::kBlockN, at.hk,
-                     at.b);
+        load_tile<T>(s.k[st][0], T::kKvBoxElems, &map_k, &s.k_full[st], T::kKvTileBytes, at.k_row0 + n_tile * T::kBlockN,
+                     at.hk, at.map_batch);
+        load_tile<T>(s.v[st][0], T::kKvBoxElems, &map_v, &s.v_full[st], T::kKvTileBytes, at.k_row0 + n_tile * T::kBlockN,
+                     at.hk, at.map_batch);
     };
     if (tid == 0) {
-        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.m0, at.h, at.b);
+        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.q_row0 + at.m0, at.h, at.map_batch);
         for (int i = 0; i < T::kKStages && at.n_tile_begin + i < at.n_tile_end; ++i) issue_kv(at.n_tile_begin + i, i);
     }
 
@@ -318,7 +365,7 @@ __global__ void __launch_bounds__(T::kThreads)
     start_rows<T>(acc_o, row_max, row_sum);
     auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
     const uint32_t q_smem = ptx::smem_addr(s.q[0]) + at.q_rows_offset;
-    const float exp2_mult = p.scale_log2;  // no score transform on this path: the scale folds into exp2
+    const float exp2_mult = score_exp2_mult(p);
 
     ptx::mbarrier_wait(&s.q_full, 0);
     for (int n_tile = at.n_tile_begin; n_tile < at.n_tile_end; ++n_tile) {
@@ -331,7 +378,7 @@ __global__ void __launch_bounds__(T::kThreads)
         issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[st][0]));
         ptx::wgmma_wait<0>();
         ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
-        mask_tile<T>(acc_s, p, at, n_tile * T::kBlockN);
+        prepare_scores<T>(acc_s, p, at, n_tile * T::kBlockN);
         online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
 
         // Every A fragment is packed before the products: registers written between wgmma operations would make
@@ -364,6 +411,7 @@ __global__ void __launch_bounds__(T::kThreads)
     Sm90FwdSmem<T>& s = sm90_smem<T>(smem_raw);
     const int tid = threadIdx.x;
     const Sm90Place<T> at(p, tid);
+    if (at.rows <= 0) return;  // a varlen block past its sequence (the whole block alike)
     init_barriers<T>(s);
     const int tiles = at.n_tile_end - at.n_tile_begin;
 
@@ -371,15 +419,15 @@ __global__ void __launch_bounds__(T::kThreads)
     auto issue_k = [&](int i) {
         const int st = i % T::kKStages;
         load_tile<T>(s.k[st][0], T::kKvBoxElems, &map_k, &s.k_full[st], T::kKvTileBytes,
-                     (at.n_tile_begin + i) * T::kBlockN, at.hk, at.b);
+                     at.k_row0 + (at.n_tile_begin + i) * T::kBlockN, at.hk, at.map_batch);
     };
     auto issue_v = [&](int i) {
         const int st = i % T::kVStages;
         load_tile<T>(s.v[st][0], T::kKvBoxElems, &map_v, &s.v_full[st], T::kKvTileBytes,
-                     (at.n_tile_begin + i) * T::kBlockN, at.hk, at.b);
+                     at.k_row0 + (at.n_tile_begin + i) * T::kBlockN, at.hk, at.map_batch);
     };
     if (tid == 0) {
-        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.m0, at.h, at.b);
+        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.q_row0 + at.m0, at.h, at.map_batch);
         for (int i = 0; i < T::kKStages && i < tiles; ++i) issue_k(i);
         for (int i = 0; i < T::kVStages && i < tiles; ++i) issue_v(i);
     }
@@ -393,7 +441,7 @@ __global__ void __launch_bounds__(T::kThreads)
     start_rows<T>(acc_o, row_max, row_sum);
     auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
     const uint32_t q_smem = ptx::smem_addr(s.q[0]) + at.q_rows_offset;
-    const float exp2_mult = p.scale_log2;
+    const float exp2_mult = score_exp2_mult(p);
     float acc_s[T::kMTiles][T::kNTiles][4] = {};
     auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
     uint32_t a_frag[T::kPvSteps][4];  // P of the previous tile, the operand of the product in flight
@@ -406,7 +454,7 @@ __global__ void __launch_bounds__(T::kThreads)
         issue_qk<T>(acc_s, q_smem, k_smem(0));
         ptx::wgmma_wait<0>();
         ptx::fence_registers(s_flat);
-        mask_tile<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
+        prepare_scores<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
         softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         pack_p<T>(a_frag, acc_s);
         __syncthreads();  // K(0) is no longer read
@@ -419,7 +467,7 @@ __global__ void __launch_bounds__(T::kThreads)
         issue_pv<T>(acc_o, a_frag, v_smem(i - 1));  // group 2: O += P(i-1) V(i-1)
         ptx::wgmma_wait<1>();                      // S(i) is done; the product may still run
         ptx::fence_registers(s_flat);
-        mask_tile<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
+        prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
         softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         ptx::wgmma_wait<0>();                      // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
         ptx::fence_registers(o_flat);

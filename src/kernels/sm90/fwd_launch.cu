@@ -34,34 +34,51 @@ constexpr int64_t kTmaStrideElems = 8;    // the copy engine's strides are multi
 constexpr uintptr_t kTmaBaseAlign = 16;
 std::atomic<int64_t> g_launches{0};
 
-bool tma_addressable(const void* base, int64_t row, int64_t head, int64_t batch, int heads, int batches) {
-    auto fits = [](int64_t stride, int extent) { return extent == 1 || (stride > 0 && stride % kTmaStrideElems == 0); };
-    return reinterpret_cast<uintptr_t>(base) % kTmaBaseAlign == 0 && row > 0 && row % kTmaStrideElems == 0 &&
-           fits(head, heads) && fits(batch, batches);
+// A size-1 dimension's stride is never stepped (the API records it as 0); the encoder still wants a valid one: the
+// stride a packed tensor would have there, from the dimension inside it.
+int64_t usable_stride(int64_t stride, int extent, int64_t inner_stride, int64_t inner_extent) {
+    return extent == 1 ? inner_stride * inner_extent : stride;
 }
+int64_t packed_row_elems(int head_dim) { return (head_dim + kTmaStrideElems - 1) / kTmaStrideElems * kTmaStrideElems; }
 
-// A size-1 dimension's stride is never stepped; the encoder still wants a valid one.
-uint64_t usable_stride(int64_t stride, int extent, int64_t fallback) {
-    return extent == 1 ? static_cast<uint64_t>(fallback) : static_cast<uint64_t>(stride);
+bool tma_addressable(const void* base, int head_dim, int64_t row, int64_t head, int64_t batch, int rows, int heads,
+                     int batches) {
+    auto fits = [](int64_t stride) { return stride > 0 && stride % kTmaStrideElems == 0; };
+    row = usable_stride(row, rows, packed_row_elems(head_dim), 1);
+    head = usable_stride(head, heads, row, rows);
+    batch = usable_stride(batch, batches, head, heads);
+    return reinterpret_cast<uintptr_t>(base) % kTmaBaseAlign == 0 && fits(row) && fits(head) && fits(batch);
 }
 
 CUtensorMap attention_map(const void* base, ElemType dtype, int head_dim, int rows, int heads, int batch,
                           int64_t row_stride, int64_t head_stride, int64_t batch_stride, uint32_t box_cols,
                           uint32_t box_rows) {
     const uint64_t dims[4] = {uint64_t(head_dim), uint64_t(rows), uint64_t(heads), uint64_t(batch)};
-    const uint64_t strides[3] = {uint64_t(row_stride), usable_stride(head_stride, heads, row_stride),
-                                 usable_stride(batch_stride, batch, row_stride)};
+    row_stride = usable_stride(row_stride, rows, packed_row_elems(head_dim), 1);
+    head_stride = usable_stride(head_stride, heads, row_stride, rows);
+    batch_stride = usable_stride(batch_stride, batch, head_stride, heads);
+    const uint64_t strides[3] = {uint64_t(row_stride), uint64_t(head_stride), uint64_t(batch_stride)};
     return make_tensor_map_4d_sw128(base, dtype, dims, strides, box_cols, box_rows);
 }
 
+// The rows and batches a tensor map spans: varlen tensors are one batch of packed rows.
+int map_rows(const AttnParams& p, int64_t padded_rows, int64_t total_rows) {
+    return static_cast<int>(p.is_varlen ? total_rows : padded_rows);
+}
+int map_batches(const AttnParams& p) { return p.is_varlen ? 1 : p.batch; }
+
 template <class T>
 void launch(const AttnParams& p, bool take_turns) {
-    const CUtensorMap map_q = attention_map(p.q, p.dtype, p.head_dim, p.seqlen_q, p.nheads, p.batch, p.q_row_stride,
-                                            p.q_head_stride, p.q_batch_stride, T::kBoxCols, T::kBlockM);
-    const CUtensorMap map_k = attention_map(p.k, p.dtype, p.head_dim, p.seqlen_k, p.nheads_k, p.batch,
-                                            p.k_row_stride, p.k_head_stride, p.k_batch_stride, T::kBoxCols, T::kBlockN);
-    const CUtensorMap map_v = attention_map(p.v, p.dtype, p.head_dim_v, p.seqlen_k, p.nheads_k, p.batch,
-                                            p.v_row_stride, p.v_head_stride, p.v_batch_stride, T::kBoxCols, T::kBlockN);
+    const int batches = map_batches(p);
+    const CUtensorMap map_q = attention_map(p.q, p.dtype, p.head_dim, map_rows(p, p.seqlen_q, p.total_q), p.nheads,
+                                            batches, p.q_row_stride, p.q_head_stride, p.q_batch_stride, T::kBoxCols,
+                                            T::kBlockM);
+    const CUtensorMap map_k = attention_map(p.k, p.dtype, p.head_dim, map_rows(p, p.seqlen_k, p.total_k), p.nheads_k,
+                                            batches, p.k_row_stride, p.k_head_stride, p.k_batch_stride, T::kBoxCols,
+                                            T::kBlockN);
+    const CUtensorMap map_v = attention_map(p.v, p.dtype, p.head_dim_v, map_rows(p, p.seqlen_k, p.total_k),
+                                            p.nheads_k, batches, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
+                                            T::kBoxCols, T::kBlockN);
     const auto kernel = [] {
         if constexpr (T::kSchedule == Sm90Schedule::specialised)
             return fwd_sm90_specialised_kernel<T>;
@@ -116,18 +133,25 @@ void launch_dtype(const AttnParams& p) {
 }  // namespace
 
 bool sm90_forward_handles(const AttnParams& p) {
-    if (p.op != OpKind::forward || p.is_varlen) return false;
+    if (p.op != OpKind::forward) return false;
     if (p.dtype != ElemType::f16 && p.dtype != ElemType::bf16) return false;
-    if (p.dropout_p > 0.f || p.softcap > 0.f || p.alibi_slopes || p.attn_probs) return false;
+    // Dropout and the attention-probabilities output stay with the Ampere-class kernel.
+    if (p.dropout_p > 0.f || p.attn_probs) return false;
     if (p.head_dim != p.head_dim_v || p.head_dim > kHugeBucket || p.head_dim % 8 != 0) return false;
     if (p.batch <= 0 || p.seqlen_q <= 0 || p.seqlen_k <= 0) return false;
+    if (p.is_varlen && (p.total_q <= 0 || p.total_k <= 0)) return false;  // a tensor map needs rows
     // The output is written 4 bytes (two elements) at a time.
     if (reinterpret_cast<uintptr_t>(p.out) % 4 != 0 || p.out_row_stride % 2 != 0 ||
         (p.nheads > 1 && p.out_head_stride % 2 != 0) || (p.batch > 1 && p.out_batch_stride % 2 != 0))
         return false;
-    return tma_addressable(p.q, p.q_row_stride, p.q_head_stride, p.q_batch_stride, p.nheads, p.batch) &&
-           tma_addressable(p.k, p.k_row_stride, p.k_head_stride, p.k_batch_stride, p.nheads_k, p.batch) &&
-           tma_addressable(p.v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, p.nheads_k, p.batch);
+    const int batches = map_batches(p);
+    const int q_rows = map_rows(p, p.seqlen_q, p.total_q), k_rows = map_rows(p, p.seqlen_k, p.total_k);
+    return tma_addressable(p.q, p.head_dim, p.q_row_stride, p.q_head_stride, p.q_batch_stride, q_rows, p.nheads,
+                           batches) &&
+           tma_addressable(p.k, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride, k_rows, p.nheads_k,
+                           batches) &&
+           tma_addressable(p.v, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride, k_rows, p.nheads_k,
+                           batches);
 }
 
 void launch_fwd_sm90(const AttnParams& p) {

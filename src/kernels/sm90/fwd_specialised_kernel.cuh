@@ -33,21 +33,22 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     const bool producer = threadIdx.x < kProducerThreads;
     const int tid = producer ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) - kProducerThreads;
     const Sm90Place<T> at(p, tid);
+    if (at.rows <= 0) return;  // a varlen block past its sequence (the whole block alike)
     const int tiles = at.n_tile_end - at.n_tile_begin;
 
     if (producer) {
         ptx::setmaxnreg_dec<T::kProducerRegs>();
         if (tid != 0) return;
-        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.m0, at.h, at.b);
+        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.q_row0 + at.m0, at.h, at.map_batch);
         for (int i = 0; i < tiles; ++i) {
-            const int row = (at.n_tile_begin + i) * T::kBlockN;
+            const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
             // Round r of a stage waits for the consumers' release of round r - 1; round 0 passes at once (a fresh
             // mbarrier counts its previous phase, parity 1, as complete).
             const int ks = i % T::kKStages, vs = i % T::kVStages;
             ptx::mbarrier_wait(&s.k_empty[ks], ((i / T::kKStages) % 2) ^ 1);
-            load_tile<T>(s.k[ks][0], T::kKvBoxElems, &map_k, &s.k_full[ks], T::kKvTileBytes, row, at.hk, at.b);
+            load_tile<T>(s.k[ks][0], T::kKvBoxElems, &map_k, &s.k_full[ks], T::kKvTileBytes, row, at.hk, at.map_batch);
             ptx::mbarrier_wait(&s.v_empty[vs], ((i / T::kVStages) % 2) ^ 1);
-            load_tile<T>(s.v[vs][0], T::kKvBoxElems, &map_v, &s.v_full[vs], T::kKvTileBytes, row, at.hk, at.b);
+            load_tile<T>(s.v[vs][0], T::kKvBoxElems, &map_v, &s.v_full[vs], T::kKvTileBytes, row, at.hk, at.map_batch);
         }
         return;
     }
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     start_rows<T>(acc_o, row_max, row_sum);
     auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
     const uint32_t q_smem = ptx::smem_addr(s.q[0]) + at.q_rows_offset;
-    const float exp2_mult = p.scale_log2;  // no score transform on this path: the scale folds into exp2
+    const float exp2_mult = score_exp2_mult(p);
     float acc_s[T::kMTiles][T::kNTiles][4];
     auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
     uint32_t a_frag[T::kPvSteps][4];  // P of the previous tile, the operand of the product in flight
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         ptx::wgmma_wait<0>();
         ptx::fence_registers(s_flat);
         release_k(0);
-        mask_tile<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
+        prepare_scores<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
         softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         pack_p<T>(a_frag, acc_s);
     }
@@ -116,7 +117,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         ptx::wgmma_wait<1>();                       // S(i) is done; the product may still run
         ptx::fence_registers(s_flat);
         release_k(i);
-        mask_tile<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
+        prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
         softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         ptx::wgmma_wait<0>();                       // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
         ptx::fence_registers(o_flat);
