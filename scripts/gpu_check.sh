@@ -9,7 +9,8 @@
 #   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1 / FLASHATTN_SKIP_PYTHON=1   skip those steps
 #   FLASHATTN_SKIP_TRAINING_BENCH=1   of the benchmarks, run the decode one only
 #   FLASHATTN_FORWARD_VARIANTS  on compute capability 9.0, the forwards also swept beside the default, as
-#                               "path:schedule" words (default "sm80:serial1 sm90:overlap sm90:specialised sm90:specialised_free")
+#                               "path:schedule[:persistent]" words (default "sm80:serial1 sm90:overlap
+#                               sm90:specialised_free sm90:specialised:1")
 # The Python package is installed with pip (no build isolation: the machine may be offline, so scikit-build-core and
 # nanobind must be installed) into a folder of its own, and its tests and benchmark run against that installation
 # under the machine's torch.
@@ -147,14 +148,15 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_TRAINING_BENCH:-
   note "bench: rc $? in $(( $(date +%s) - t0 )) s"
   tail -60 "$out/bench.log"
   if [ "$cc_now" = 90 ]; then  # the other forward shapes for comparison (the backward rows repeat)
-    for variant in ${FLASHATTN_FORWARD_VARIANTS:-"sm80:serial1" "sm90:overlap" "sm90:specialised" "sm90:specialised_free"}; do
-      path=${variant%%:*} schedule=${variant#*:}
-      name="bench_${path}_${schedule}"
+    for variant in ${FLASHATTN_FORWARD_VARIANTS:-"sm80:serial1" "sm90:overlap" "sm90:specialised_free" "sm90:specialised:1"}; do
+      IFS=: read -r path schedule persistent <<< "$variant"
+      persistent=${persistent:-0}
+      name="bench_${path}_${schedule}_p${persistent}"
       t0=$(date +%s)
-      FLASHATTN_FORWARD_PATH=$path FLASHATTN_SM90_SCHEDULE=$schedule timeout 300 \
+      FLASHATTN_FORWARD_PATH=$path FLASHATTN_SM90_SCHEDULE=$schedule FLASHATTN_SM90_PERSISTENT=$persistent timeout 300 \
         python3 "$root/bench/bench_sweep.py" --lib "$build/libflashattn.so" --json "$out/$name.json" --forward-only \
         ${FLASHATTN_BENCH_ARGS:-} > "$out/$name.log" 2>&1
-      note "bench, FLASHATTN_FORWARD_PATH=$path FLASHATTN_SM90_SCHEDULE=$schedule: rc $? in $(( $(date +%s) - t0 )) s"
+      note "bench, FLASHATTN_FORWARD_PATH=$path FLASHATTN_SM90_SCHEDULE=$schedule FLASHATTN_SM90_PERSISTENT=$persistent: rc $? in $(( $(date +%s) - t0 )) s"
       grep -E 'geometric' "$out/$name.log" | tee -a "$summary"
     done
   fi

@@ -214,12 +214,17 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 #endif
 }
 
-// Named barrier `id` (1..15; 0 is __syncthreads') for `threads` threads, a multiple of 32.
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+// Named barrier kId (1..15; 0 is __syncthreads') for `threads` threads, a multiple of 32. The id is a constant:
+// ptxas counts a computed one as all 16 barriers in use.
+template <int kId>
+__device__ __forceinline__ void named_barrier_sync(int threads) {
+    static_assert(kId > 0 && kId < 16, "barrier 0 is __syncthreads'; there are 16");
+    asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "r"(threads) : "memory");
 }
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+template <int kId>
+__device__ __forceinline__ void named_barrier_arrive(int threads) {
+    static_assert(kId > 0 && kId < 16, "barrier 0 is __syncthreads'; there are 16");
+    asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "r"(threads) : "memory");
 }
 
 }  // namespace flashattn::ptx

@@ -13,8 +13,9 @@
 // fwd_sm90_overlap_kernel (one warpgroup, FLASHATTN_SM90_SCHEDULE=overlap) also overlaps each tile's softmax with the
 // previous tile's P V product: S(j) and P(j-1) V(j-1) are issued together, the exponentials of S(j) computed while
 // the second runs, and O rescaled once it is done; K takes three stages there.
-// fwd_specialised_kernel.cuh adds a producer warpgroup and two such consumer warpgroups. Features: causal and window masks, GQA, any lengths; the
-// dispatch sends dropout, softcap, ALiBi, varlen and attention probabilities to the Ampere kernel.
+// fwd_specialised_kernel.cuh adds a producer warpgroup and two such consumer warpgroups. Features: causal and window
+// masks, softcap, ALiBi, GQA, varlen, any lengths; the dispatch sends dropout and attention probabilities to the
+// Ampere kernel.
 #pragma once
 
 #include <cuda.h>
@@ -100,6 +101,7 @@ struct Sm90FwdSmem {
     uint64_t v_full[T::kVStages];
     uint64_t k_empty[T::kKStages];  // with a producer: the consumers' warps have finished reading the stage
     uint64_t v_empty[T::kVStages];
+    uint64_t q_empty;  // with a producer: the consumers are done with the Q tile (and the output staged in it)
 };
 
 template <class T>
@@ -116,6 +118,7 @@ struct Sm90Place {
     int seqlen_q, seqlen_k;  // this sequence's (varlen: from cu_seqlens and seqused_k)
     int q_row0, k_row0;      // its first rows in q/out and k/v (varlen; 0 otherwise)
     int map_batch;           // the batch coordinate of the tensor maps (varlen: 0, the maps span the packed rows)
+    int wg;         // this thread's (consumer) warpgroup
     int warp_row0;  // first row of this thread's warp in the block (64 per warpgroup, 16 per warp)
     int group, tig;  // mma fragment coordinates
     uint32_t q_rows_offset;  // bytes from a Q box to this warpgroup's rows
@@ -124,11 +127,16 @@ struct Sm90Place {
     int n_tile_begin, n_tile_end;
     float alibi_slope;  // 0 without ALiBi
 
-    // tid: the thread's index among the block's computing (consumer) threads.
-    __device__ __forceinline__ Sm90Place(const AttnParams& p, int tid) {
-        // Causal blocks further down see more keys: the heaviest start first (as in the Ampere forward).
-        const int m_block = p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
-        b = blockIdx.y, h = blockIdx.z;
+    // tid: the thread's index among the block's computing (consumer) threads. The work tile from the block's
+    // coordinates (a grid of (row blocks, batch, heads)); causal blocks further down see more keys, so the heaviest
+    // start first (as in the Ampere forward).
+    __device__ __forceinline__ Sm90Place(const AttnParams& p, int tid)
+        : Sm90Place(p, tid,
+                    p.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x),
+                    static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)) {}
+
+    __device__ __forceinline__ Sm90Place(const AttnParams& p, int tid, int m_block, int b_, int h_) {
+        b = b_, h = h_;
         hk = h / (p.nheads / p.nheads_k);
         const SeqSlice seq = seq_slice(p, b);
         seqlen_q = seq.seqlen_q, seqlen_k = seq.seqlen_k;
@@ -137,6 +145,7 @@ struct Sm90Place {
         alibi_slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
         const int lane = tid % 32;
         group = lane / 4, tig = lane % 4;
+        wg = tid / 128;
         warp_row0 = (tid / 32) * 16;
         q_rows_offset = (tid / 128) * T::kRowsPerWarpgroup * T::kRowBytes;
         m0 = m_block * T::kBlockM;
@@ -150,6 +159,20 @@ struct Sm90Place {
                                             : n_tile_begin;
     }
 };
+
+// Work tile t of a block that loops over tiles (the specialised kernel): (row block, batch, head). Causal: the
+// heaviest row blocks of every (batch, head) first, then the next lighter, so that the last tiles handed out are the
+// shortest. Otherwise the row blocks of one (batch, head) are consecutive: blocks working at the same time share
+// their K and V in L2.
+struct Sm90Tile {
+    int m_block, b, h;
+};
+__device__ __forceinline__ Sm90Tile sm90_tile(const AttnParams& p, int t, int m_blocks) {
+    const int heads = p.batch * p.nheads;
+    if (p.causal) return {m_blocks - 1 - t / heads, (t % heads) / p.nheads, t % p.nheads};
+    const int bh = t / m_blocks;
+    return {t % m_blocks, bh / p.nheads, bh % p.nheads};
+}
 
 // Scores the softmax sees, where the forward transforms them (softcap, ALiBi): then exp2 takes log2(e), not the
 // scale, as its multiplier (score_exp2_mult) and the scale is applied here.
@@ -276,12 +299,24 @@ __device__ __forceinline__ void prepare_scores(float (&acc_s)[T::kMTiles][T::kNT
     mask_tile<T>(acc_s, p, at, n0);
 }
 
-// Normalise and write O (4-byte stores straight from the accumulators) and the LSE.
-template <class T>
+// Normalise and write O and the LSE. kStaged (and an output whose rows are 16-byte aligned): O goes through shared
+// memory, into this warpgroup's own rows of the Q tile (dead once its last S product has completed), so that global
+// memory sees whole 16-byte chunks, a warp writing
+// whole 128-byte row segments; each 128-byte row of a box there has its 16-byte chunks XOR-swizzled by the row, so
+// that neither the 4-byte writes from the accumulators nor the 16-byte reads meet bank conflicts. An output whose
+// rows are not 16-byte aligned is written 4 bytes at a time straight from the accumulators.
+constexpr int kEpilogueBarrier = 3;  // named barriers 3, 4: one per consumer warpgroup (1, 2 are the turns')
+__device__ __forceinline__ void warpgroup_sync(int wg) {
+    if (wg == 0)
+        ptx::named_barrier_sync<kEpilogueBarrier>(128);
+    else
+        ptx::named_barrier_sync<kEpilogueBarrier + 1>(128);
+}
+template <class T, bool kStaged = true>
 __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTiles][T::kDTiles][4],
                                                    const float (&row_max)[T::kMTiles][2],
                                                    const float (&row_sum)[T::kMTiles][2], const AttnParams& p,
-                                                   const Sm90Place<T>& at) {
+                                                   const Sm90Place<T>& at, typename T::Elem* q_tile) {
     using Elem = typename T::Elem;
     Elem* out = static_cast<Elem*>(p.out) + at.b * p.out_batch_stride +
                 int64_t(at.q_row0 + at.m0) * p.out_row_stride + at.h * p.out_head_stride;
@@ -289,21 +324,63 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
                      ? p.softmax_lse + at.b * p.lse_batch_stride + at.h * p.lse_head_stride + at.q_row0 + at.m0
                      : nullptr;
     const float max_to_natural = score_exp2_mult(p) * kLn2;
+    constexpr int kChunksPerBoxRow = T::kRowBytes / 16;
+    const bool wide = kStaged && reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.out_row_stride % 8 == 0 &&
+                      p.out_head_stride % 8 == 0 && p.out_batch_stride % 8 == 0;
+    // Byte address in this warpgroup's rows of the Q tile of (row r of the warpgroup, box bx, chunk c).
+    const uint32_t region = ptx::smem_addr(q_tile) + at.wg * T::kRowsPerWarpgroup * T::kRowBytes;
+    auto chunk_addr = [&](int r, int bx, int c) {
+        return region + bx * T::kBlockM * T::kRowBytes + r * T::kRowBytes + ((c ^ (r % kChunksPerBoxRow)) * 16);
+    };
+    float inv[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const float sum = ptx::quad_sum(row_sum[0][half]);
         const bool empty = !(sum > 0.f);  // saw no key: output 0, LSE +inf
-        const float inv = empty ? 0.f : 1.f / sum;
+        inv[half] = empty ? 0.f : 1.f / sum;
         const int row = at.warp_row0 + at.group + 8 * half;
-        if (row < at.rows) {
+        if (lse && at.tig == 0 && row < at.rows)
+            lse[row] = empty ? INFINITY : row_max[0][half] * max_to_natural + logf(sum);
+    }
+    if constexpr (kStaged) {
+        if (wide) {
+            warpgroup_sync(at.wg);  // every warp's products are done with Q
 #pragma unroll
-            for (int dt = 0; dt < T::kDTiles; ++dt) {
-                const int col = dt * 8 + 2 * at.tig;
-                if (col < p.head_dim_v)
-                    *reinterpret_cast<uint32_t*>(out + int64_t(row) * p.out_row_stride + col) =
-                        ptx::pack2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv, Elem());
+            for (int half = 0; half < 2; ++half) {
+                const int r = at.warp_row0 % T::kRowsPerWarpgroup + at.group + 8 * half;
+#pragma unroll
+                for (int dt = 0; dt < T::kDTiles; ++dt)
+                    ptx::st_shared_32(chunk_addr(r, dt / kChunksPerBoxRow, dt % kChunksPerBoxRow) + 4 * at.tig,
+                                      ptx::pack2(acc_o[0][dt][2 * half] * inv[half],
+                                                 acc_o[0][dt][2 * half + 1] * inv[half], Elem()));
             }
-            if (lse && at.tig == 0) lse[row] = empty ? INFINITY : row_max[0][half] * max_to_natural + logf(sum);
+            warpgroup_sync(at.wg);  // the warpgroup's rows are staged
+            constexpr int kChunksPerRow = T::kBoxes * kChunksPerBoxRow;
+            const int wg_tid = (at.warp_row0 % T::kRowsPerWarpgroup) * 2 + at.group * 4 + at.tig;  // 0..127
+            const int wg_row0 = at.wg * T::kRowsPerWarpgroup;
+#pragma unroll
+            for (int i = 0; i < T::kRowsPerWarpgroup * kChunksPerRow / 128; ++i) {
+                const int q = wg_tid + i * 128;
+                const int r = q / kChunksPerRow, bx = (q % kChunksPerRow) / kChunksPerBoxRow;
+                const int c = q % kChunksPerBoxRow;
+                const int col = bx * T::kBoxCols + c * 8;
+                if (wg_row0 + r < at.rows && col < p.head_dim_v)
+                    ptx::st_global_16(out + int64_t(wg_row0 + r) * p.out_row_stride + col,
+                                      ptx::ld_shared_16(chunk_addr(r, bx, c)));
+            }
+            return;
+        }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int row = at.warp_row0 + at.group + 8 * half;
+        if (row >= at.rows) continue;
+#pragma unroll
+        for (int dt = 0; dt < T::kDTiles; ++dt) {
+            const int col = dt * 8 + 2 * at.tig;
+            if (col < p.head_dim_v)
+                *reinterpret_cast<uint32_t*>(out + int64_t(row) * p.out_row_stride + col) =
+                    ptx::pack2(acc_o[0][dt][2 * half] * inv[half], acc_o[0][dt][2 * half + 1] * inv[half], Elem());
         }
     }
 }
@@ -319,6 +396,7 @@ __device__ __forceinline__ void init_barriers(Sm90FwdSmem<T>& s) {
         for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_full[st], 1);
         for (int st = 0; st < T::kKStages; ++st) ptx::mbarrier_init(&s.k_empty[st], kConsumerWarps);
         for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_empty[st], kConsumerWarps);
+        ptx::mbarrier_init(&s.q_empty, kConsumerWarps);
         ptx::fence_mbarrier_init();
     }
     __syncthreads();
@@ -350,10 +428,9 @@ __global__ void __launch_bounds__(T::kThreads)
 
     // Thread 0 only: the copies of K and V tile n_tile into stage st.
     auto issue_kv = [&](int n_tile, int st) {
-        load_tile<T>(s.k[st][0], T::kKvBoxElems, &map_k, &s.k_full[st], T::kKvTileBytes, at.k_row0 + n_tile * T::kBlockN,
-                     at.hk, at.map_batch);
-        load_tile<T>(s.v[st][0], T::kKvBoxElems, &map_v, &s.v_full[st], T::kKvTileBytes, at.k_row0 + n_tile * T::kBlockN,
-                     at.hk, at.map_batch);
+        const int row = at.k_row0 + n_tile * T::kBlockN;
+        load_tile<T>(s.k[st][0], T::kKvBoxElems, &map_k, &s.k_full[st], T::kKvTileBytes, row, at.hk, at.map_batch);
+        load_tile<T>(s.v[st][0], T::kKvBoxElems, &map_v, &s.v_full[st], T::kKvTileBytes, row, at.hk, at.map_batch);
     };
     if (tid == 0) {
         load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.q_row0 + at.m0, at.h, at.map_batch);
@@ -393,7 +470,7 @@ __global__ void __launch_bounds__(T::kThreads)
         __syncthreads();  // every warp is done with stage st: refill it
         if (tid == 0 && n_tile + T::kKStages < at.n_tile_end) issue_kv(n_tile + T::kKStages, st);
     }
-    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at);
+    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at, s.q[0]);
 #endif
 }
 
@@ -485,7 +562,7 @@ __global__ void __launch_bounds__(T::kThreads)
         ptx::wgmma_wait<0>();
         ptx::fence_registers(o_flat);
     }
-    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at);
+    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at, s.q[0]);
 #endif
 }
 

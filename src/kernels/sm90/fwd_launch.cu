@@ -8,8 +8,11 @@
 //   overlap     one warpgroup, each softmax overlapped with the previous tile's P V product
 //   specialised a producer warpgroup and two overlapped consumer warpgroups taking turns, 128-key tiles
 //   specialised_free  the same without turns
+// The specialised kernel runs one block a work tile, or with FLASHATTN_SM90_PERSISTENT=1 one block an SM looping
+// over the tiles (its output then written 4 bytes at a time: bench/NOTES_sm90.md).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -61,6 +64,25 @@ CUtensorMap attention_map(const void* base, ElemType dtype, int head_dim, int ro
     return make_tensor_map_4d_sw128(base, dtype, dims, strides, box_cols, box_rows);
 }
 
+bool env_is_one(const char* name) {
+    const char* value = std::getenv(name);
+    return value && std::string(value) == "1";
+}
+
+// The device's SM count, asked once per device (beyond kMaxDevices, every time).
+int sm_count() {
+    constexpr int kMaxDevices = 64;
+    static std::atomic<int> counts[kMaxDevices] = {};
+    int device = 0, n = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    if (device < kMaxDevices) n = counts[device].load(std::memory_order_relaxed);
+    if (n == 0) {
+        check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+        if (device < kMaxDevices) counts[device].store(n, std::memory_order_relaxed);
+    }
+    return n;
+}
+
 // The rows and batches a tensor map spans: varlen tensors are one batch of packed rows.
 int map_rows(const AttnParams& p, int64_t padded_rows, int64_t total_rows) {
     return static_cast<int>(p.is_varlen ? total_rows : padded_rows);
@@ -79,9 +101,10 @@ void launch(const AttnParams& p, bool take_turns) {
     const CUtensorMap map_v = attention_map(p.v, p.dtype, p.head_dim_v, map_rows(p, p.seqlen_k, p.total_k),
                                             p.nheads_k, batches, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
                                             T::kBoxCols, T::kBlockN);
-    const auto kernel = [] {
+    const bool persistent = env_is_one("FLASHATTN_SM90_PERSISTENT");
+    const auto kernel = [persistent] {
         if constexpr (T::kSchedule == Sm90Schedule::specialised)
-            return fwd_sm90_specialised_kernel<T>;
+            return persistent ? fwd_sm90_specialised_kernel<T, true> : fwd_sm90_specialised_kernel<T, false>;
         else if constexpr (T::kSchedule == Sm90Schedule::overlap)
             return fwd_sm90_overlap_kernel<T>;
         else
@@ -90,11 +113,17 @@ void launch(const AttnParams& p, bool take_turns) {
     constexpr int kSmem = sm90_fwd_smem_bytes<T>();
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
                "cudaFuncSetAttribute(Hopper forward shared memory)");
-    const dim3 grid((p.seqlen_q + T::kBlockM - 1) / T::kBlockM, p.batch, p.nheads);
-    if constexpr (T::kSchedule == Sm90Schedule::specialised)
-        kernel<<<grid, T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(map_q, map_k, map_v, p, take_turns);
-    else
+    const int m_blocks = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM;
+    const dim3 grid(m_blocks, p.batch, p.nheads);
+    if constexpr (T::kSchedule == Sm90Schedule::specialised) {
+        // Work tiles over a 1-D grid: one block a tile, or (persistent) one block an SM looping over them.
+        const int64_t tiles = int64_t(m_blocks) * p.batch * p.nheads;
+        const int64_t blocks = persistent ? std::min<int64_t>(tiles, sm_count()) : tiles;
+        kernel<<<static_cast<unsigned>(blocks), T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(
+            map_q, map_k, map_v, p, take_turns);
+    } else {
         kernel<<<grid, T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(map_q, map_k, map_v, p);
+    }
     check_cuda(cudaGetLastError(), "Hopper forward kernel launch");
     g_launches.fetch_add(1, std::memory_order_relaxed);
 }

@@ -1,9 +1,9 @@
 // The Hopper forward with warp specialisation: one producer warpgroup feeds the copy engine, T::kWarpgroups
 // consumer warpgroups (64 query rows each) compute.
 //
-//   producer (warpgroup 0, one thread): Q once; then for every key tile K into its K stage and V into its V stage,
-//     each stage first waited for on its "empty" mbarrier. It keeps kProducerRegs registers (setmaxnreg) so the
-//     consumers can hold theirs.
+//   producer (warpgroup 0, one thread): a work tile's Q; then for every key tile K into its K stage and V into its V
+//     stage, each stage (and Q) first waited for on its "empty" mbarrier. It keeps kProducerRegs registers
+//     (setmaxnreg) so the consumers can hold theirs.
 //   consumers: the overlapped step of fwd_sm90_overlap_kernel: S(j) = Q K(j)^T and O += P(j-1) V(j-1) in flight
 //     together, the exponentials of S(j) computed while the second runs, O rescaled once it is done. Each warp hands
 //     a stage back (one arrival on its empty mbarrier) as soon as the wgmma wait that covers its reads returns, so
@@ -11,76 +11,60 @@
 //   taking turns (take_turns, a run-time choice): the two consumer warpgroups issue their products one after the
 //     other, each waiting on its named barrier for the other's signal, so that one's softmax runs while the other's
 //     products keep the tensor cores busy rather than both asking for them at once.
-// The steps (Sm90Place, issue_qk, issue_pv, pack_p, mask_tile, store_rows_and_lse) are fwd_kernel.cuh's.
+//   persistence: a block loops over work tiles (sm90_tile: heaviest causal tiles first); launched with one block an
+//     SM, the producer loads the next tile's Q and K/V while the consumers finish the last one; Q goes back to the
+//     producer on its own "empty" mbarrier once the output staged in it has been written out.
+// The steps (Sm90Place, issue_qk, issue_pv, pack_p, prepare_scores, store_rows_and_lse) are fwd_kernel.cuh's.
 #pragma once
 
 #include "kernels/sm90/fwd_kernel.cuh"
 
 namespace flashattn::kernels {
 
-template <class T>
-__global__ void __launch_bounds__(T::kThreads, 1)
-    fwd_sm90_specialised_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                                const __grid_constant__ CUtensorMap map_v, const AttnParams p, bool take_turns) {
-#if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
-    __trap();
-#else
-    static_assert(T::kSchedule == Sm90Schedule::specialised, "the specialised schedule's traits");
-    extern __shared__ unsigned char smem_raw[];
-    Sm90FwdSmem<T>& s = sm90_smem<T>(smem_raw);
-    init_barriers<T>(s);
-    constexpr int kProducerThreads = 128;
-    const bool producer = threadIdx.x < kProducerThreads;
-    const int tid = producer ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) - kProducerThreads;
-    const Sm90Place<T> at(p, tid);
-    if (at.rows <= 0) return;  // a varlen block past its sequence (the whole block alike)
-    const int tiles = at.n_tile_end - at.n_tile_begin;
-
-    if (producer) {
-        ptx::setmaxnreg_dec<T::kProducerRegs>();
-        if (tid != 0) return;
-        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.q_row0 + at.m0, at.h, at.map_batch);
-        for (int i = 0; i < tiles; ++i) {
-            const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
-            // Round r of a stage waits for the consumers' release of round r - 1; round 0 passes at once (a fresh
-            // mbarrier counts its previous phase, parity 1, as complete).
-            const int ks = i % T::kKStages, vs = i % T::kVStages;
-            ptx::mbarrier_wait(&s.k_empty[ks], ((i / T::kKStages) % 2) ^ 1);
-            load_tile<T>(s.k[ks][0], T::kKvBoxElems, &map_k, &s.k_full[ks], T::kKvTileBytes, row, at.hk, at.map_batch);
-            ptx::mbarrier_wait(&s.v_empty[vs], ((i / T::kVStages) % 2) ^ 1);
-            load_tile<T>(s.v[vs][0], T::kKvBoxElems, &map_v, &s.v_full[vs], T::kKvTileBytes, row, at.hk, at.map_batch);
-        }
-        return;
-    }
-
-    ptx::setmaxnreg_inc<T::kConsumerRegs>();
+// One work tile's computation by a consumer warpgroup; `kv` and `done` count the block's earlier K/V tiles and work
+// tiles (the rings' positions). kStaged: the output goes out through shared memory (store_rows_and_lse). Inside the
+// persistent kernel's loop over work tiles that epilogue made ptxas spill the consumers' registers (460 bytes at head
+// dim 256, with or without the 4-byte path beside it; none without the loop), so the loop writes 4 bytes at a time.
+template <class T, bool kStaged>
+__device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSmem<T>& s, const Sm90Place<T>& at,
+                                               int tid, int kv, int done, bool take_turns) {
     const bool warp_leader = tid % 32 == 0;
-    // Turns: warpgroup w waits on barrier kTurnBarrier + w before issuing and then signals the other's. Each issues
-    // tiles + 1 times (S(0), one per later tile, the last P V); the second starts by signalling the first and skips
-    // its last signal, so every barrier phase a warpgroup waits for is completed exactly once.
-    static_assert(T::kWarpgroups == 2, "turns are taken between two consumer warpgroups");
     constexpr int kTurnBarrier = 1, kTurnThreads = 256;  // named barrier 0 is __syncthreads'
     const int wg = tid / 128;
+    const int tiles = at.n_tile_end - at.n_tile_begin;
     const int issues = tiles > 0 ? tiles + 1 : 0;
     int issued = 0;
     auto my_turn = [&] {
-        if (take_turns) ptx::named_barrier_sync(kTurnBarrier + wg, kTurnThreads);
+        if (!take_turns) return;
+        if (wg == 0)
+            ptx::named_barrier_sync<kTurnBarrier>(kTurnThreads);
+        else
+            ptx::named_barrier_sync<kTurnBarrier + 1>(kTurnThreads);
     };
     auto your_turn = [&] {
         ++issued;
-        if (take_turns && !(wg == 1 && issued == issues)) ptx::named_barrier_arrive(kTurnBarrier + 1 - wg, kTurnThreads);
+        if (!take_turns) return;
+        if (wg == 0)
+            ptx::named_barrier_arrive<kTurnBarrier + 1>(kTurnThreads);
+        else if (issued < issues)
+            ptx::named_barrier_arrive<kTurnBarrier>(kTurnThreads);
     };
-    if (take_turns && wg == 1 && issues > 0) ptx::named_barrier_arrive(kTurnBarrier, kTurnThreads);
-    auto wait_k = [&](int i) { ptx::mbarrier_wait(&s.k_full[i % T::kKStages], (i / T::kKStages) % 2); };
-    auto wait_v = [&](int i) { ptx::mbarrier_wait(&s.v_full[i % T::kVStages], (i / T::kVStages) % 2); };
+    if (take_turns && wg == 1 && issues > 0) ptx::named_barrier_arrive<kTurnBarrier>(kTurnThreads);
+
+    auto wait_k = [&](int i) {
+        ptx::mbarrier_wait(&s.k_full[(kv + i) % T::kKStages], ((kv + i) / T::kKStages) % 2);
+    };
+    auto wait_v = [&](int i) {
+        ptx::mbarrier_wait(&s.v_full[(kv + i) % T::kVStages], ((kv + i) / T::kVStages) % 2);
+    };
     auto release_k = [&](int i) {
-        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[i % T::kKStages]);
+        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[(kv + i) % T::kKStages]);
     };
     auto release_v = [&](int i) {
-        if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[i % T::kVStages]);
+        if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[(kv + i) % T::kVStages]);
     };
-    auto k_smem = [&](int i) { return ptx::smem_addr(s.k[i % T::kKStages][0]); };
-    auto v_smem = [&](int i) { return ptx::smem_addr(s.v[i % T::kVStages][0]); };
+    auto k_smem = [&](int i) { return ptx::smem_addr(s.k[(kv + i) % T::kKStages][0]); };
+    auto v_smem = [&](int i) { return ptx::smem_addr(s.v[(kv + i) % T::kVStages][0]); };
 
     float acc_o[T::kMTiles][T::kDTiles][4];
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
@@ -93,7 +77,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     uint32_t a_frag[T::kPvSteps][4];  // P of the previous tile, the operand of the product in flight
     float rescale[T::kMTiles][2];
 
-    ptx::mbarrier_wait(&s.q_full, 0);
+    ptx::mbarrier_wait(&s.q_full, done % 2);
     if (tiles > 0) {
         // Tile 0: S alone (O is still zero, so no rescale is pending).
         wait_k(0);
@@ -134,7 +118,83 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         ptx::fence_registers(o_flat);
         release_v(tiles - 1);
     }
-    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at);
+    store_rows_and_lse<T, kStaged>(acc_o, row_max, row_sum, p, at, s.q[0]);
+    // The Q tile goes back to the producer. The output staged in it was written by ordinary stores and the next
+    // Q arrives by the copy engine: each thread orders its stores before the copy engine's writes.
+    ptx::fence_proxy_async_shared();
+    __syncwarp();
+    if (warp_leader) ptx::mbarrier_arrive(&s.q_empty);
+}
+
+template <class T, bool kPersistent>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    fwd_sm90_specialised_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                                const __grid_constant__ CUtensorMap map_v, const AttnParams p, bool take_turns) {
+#if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
+    __trap();
+#else
+    static_assert(T::kSchedule == Sm90Schedule::specialised, "the specialised schedule's traits");
+    extern __shared__ unsigned char smem_raw[];
+    Sm90FwdSmem<T>& s = sm90_smem<T>(smem_raw);
+    init_barriers<T>(s);
+    constexpr int kProducerThreads = 128;
+    const bool producer = threadIdx.x < kProducerThreads;
+    const int tid = producer ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) - kProducerThreads;
+    // The block takes work tiles blockIdx.x, + gridDim.x, ... (a grid of one tile a block, or persistent: one block
+    // an SM). The rings' stages and phases run on over the block's tiles: `kv` counts the K/V tiles before this work
+    // tile, `done` the work tiles before it.
+    const int m_blocks = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM;
+    const int total = m_blocks * p.batch * p.nheads;
+    auto place = [&](int t) {
+        const Sm90Tile w = sm90_tile(p, t, m_blocks);
+        return Sm90Place<T>(p, tid, w.m_block, w.b, w.h);
+    };
+
+    if (producer) {
+        ptx::setmaxnreg_dec<T::kProducerRegs>();
+        if (tid != 0) return;
+        int kv = 0, done = 0;
+        for (int t = blockIdx.x; t < total; t += gridDim.x) {
+            const Sm90Place<T> at = place(t);
+            if (at.rows <= 0) continue;  // a varlen tile past its sequence
+            const int tiles = at.n_tile_end - at.n_tile_begin;
+            // Round r of a barrier waits for the consumers' release of round r - 1; round 0 passes at once (a fresh
+            // mbarrier counts its previous phase, parity 1, as complete).
+            ptx::mbarrier_wait(&s.q_empty, (done % 2) ^ 1);
+            load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.q_row0 + at.m0, at.h,
+                         at.map_batch);
+            for (int i = 0; i < tiles; ++i) {
+                const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
+                const int g = kv + i, ks = g % T::kKStages, vs = g % T::kVStages;
+                ptx::mbarrier_wait(&s.k_empty[ks], ((g / T::kKStages) % 2) ^ 1);
+                load_tile<T>(s.k[ks][0], T::kKvBoxElems, &map_k, &s.k_full[ks], T::kKvTileBytes, row, at.hk,
+                             at.map_batch);
+                ptx::mbarrier_wait(&s.v_empty[vs], ((g / T::kVStages) % 2) ^ 1);
+                load_tile<T>(s.v[vs][0], T::kKvBoxElems, &map_v, &s.v_full[vs], T::kKvTileBytes, row, at.hk,
+                             at.map_batch);
+            }
+            kv += tiles, ++done;
+        }
+        return;
+    }
+
+    ptx::setmaxnreg_inc<T::kConsumerRegs>();
+    // Turns: warpgroup w waits on barrier kTurnBarrier + w before issuing and then signals the other's. In a work
+    // tile each issues tiles + 1 times (S(0), one per later tile, the last P V); the second starts by signalling the
+    // first and skips its last signal, so every barrier phase a warpgroup waits for is completed exactly once.
+    static_assert(T::kWarpgroups == 2, "turns are taken between two consumer warpgroups");
+    if constexpr (kPersistent) {
+        int kv = 0, done = 0;
+        for (int t = blockIdx.x; t < total; t += gridDim.x) {
+            const Sm90Place<T> at = place(t);
+            if (at.rows <= 0) continue;
+            consume_work_tile<T, false>(p, s, at, tid, kv, done, take_turns);
+            kv += at.n_tile_end - at.n_tile_begin, ++done;
+        }
+    } else {  // one work tile a block: straight-line code
+        const Sm90Place<T> at = place(blockIdx.x);
+        if (at.rows > 0) consume_work_tile<T, true>(p, s, at, tid, 0, 0, take_turns);
+    }
 #endif
 }
 
