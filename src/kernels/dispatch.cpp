@@ -310,9 +310,9 @@ std::string compiled_kernels_summary() {
     for (int b : kHeadDimBuckets) os << ' ' << b;
     os << " (other head dims up to 256, multiples of 8, run in the next bucket); archs " << FLASHATTN_CUDA_ARCHS;
     if (sm90a_compiled())
-        os << "; Hopper (wgmma, TMA) forward: float16, bfloat16 x head dims up to 256 (equal for q/k and v), the "
-              "default on compute capability 9.0 (FLASHATTN_FORWARD_PATH=sm80 turns it off); dropout and "
-              "return_attn_probs run on the Ampere-class forward, as does the backward";
+        os << "; Hopper (wgmma, TMA) forward: float16, bfloat16 x head dims up to 256 (q/k and v equal, or q/k up "
+              "to 192 with v up to 128), the default on compute capability 9.0 (FLASHATTN_FORWARD_PATH=sm80 turns it "
+              "off); dropout and return_attn_probs run on the Ampere-class forward, as does the backward";
     return os.str();
 }
 

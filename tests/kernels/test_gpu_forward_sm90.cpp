@@ -1,8 +1,8 @@
 // The Hopper forward (src/kernels/sm90) against the fp32 CPU oracle by the rule of attention_case.h: the cases it
-// takes (float16/bfloat16, head dims up to 256, causal and window masks, softcap, ALiBi, GQA, varlen, odd lengths),
-// each run with FLASHATTN_FORWARD_PATH=sm90 in every schedule (FLASHATTN_SM90_SCHEDULE: serial1, serial2, overlap,
-// specialised, specialised_free; specialised also persistent, FLASHATTN_SM90_PERSISTENT=1) and checked to have
-// launched the Hopper kernel rather than the Ampere fallback.
+// takes (float16/bfloat16, head dims up to 256 and 192/128 for q-k/v, causal and window masks, softcap, ALiBi, GQA,
+// varlen, odd lengths), each run with FLASHATTN_FORWARD_PATH=sm90 in every schedule (FLASHATTN_SM90_SCHEDULE:
+// serial1, serial2, overlap, specialised, specialised_free; specialised also persistent, FLASHATTN_SM90_PERSISTENT=1)
+// and checked to have launched the Hopper kernel rather than the Ampere fallback.
 // Skipped, saying why, where the device is not compute capability 9.0 or sm_90a was not compiled.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -119,6 +119,11 @@ std::vector<AttnCase> sm90_cases() {
     // One-row sequences: the API gives their row dimension stride 0, the tensor maps a stand-in.
     cases.push_back({.dtype = kBF16, .batch = 3, .seqlen_q = 1, .seqlen_k = 1, .head_dim = 128});
     cases.push_back({.dtype = kF16, .seqlen_q = 1, .seqlen_k = 1000, .nheads = 8, .nheads_k = 1, .head_dim = 256});
+    // q/k head dim 192 with v head dim 128 (and 160 / 96, zero-filled up to that bucket).
+    cases.push_back({.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .nheads = 8, .nheads_k = 2, .head_dim = 192,
+                     .head_dim_v = 128, .causal = true});
+    cases.push_back({.dtype = kF16, .head_dim = 160, .head_dim_v = 96, .seqlens_q = kRaggedQ, .seqlens_k = kRaggedK,
+                     .softcap = 5.0f});
     // Head dim 256 with masks and GQA.
     cases.push_back({.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .nheads = 8, .nheads_k = 2,
                      .head_dim = 256, .causal = true});

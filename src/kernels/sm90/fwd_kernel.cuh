@@ -43,10 +43,11 @@ constexpr int kSm90SmemAlign = 1024;  // the 128-byte swizzle repeats every 8 ro
 enum class Sm90Schedule { serial, overlap, specialised };
 
 template <typename Elem_, int kHeadDim_, int kWarpgroups_, Sm90Schedule kSchedule_ = Sm90Schedule::serial,
-          int kBlockN_ = 64>
+          int kBlockN_ = 64, int kHeadDimV_ = kHeadDim_>
 struct Sm90FwdTraits {
     using Elem = Elem_;
-    static constexpr int kHeadDim = kHeadDim_;
+    static constexpr int kHeadDim = kHeadDim_;    // of q and k
+    static constexpr int kHeadDimV = kHeadDimV_;  // of v and the output
     static constexpr int kWarpgroups = kWarpgroups_;  // the warpgroups that compute (consumers)
     static constexpr Sm90Schedule kSchedule = kSchedule_;
     static constexpr bool kOverlap = kSchedule != Sm90Schedule::serial;
@@ -61,17 +62,19 @@ struct Sm90FwdTraits {
     static constexpr int kKStages = kSchedule == Sm90Schedule::overlap ? 3 : 2;
     static constexpr int kVStages = 2;
     static constexpr int kBoxCols = 64;  // 16-bit columns in one 128-byte swizzled row
-    static constexpr int kBoxes = kHeadDim / kBoxCols;
+    static constexpr int kBoxes = kHeadDim / kBoxCols;    // of a Q or K tile
+    static constexpr int kBoxesV = kHeadDimV / kBoxCols;  // of a V tile
     static constexpr int kQBoxElems = kBlockM * kBoxCols;
     static constexpr int kKvBoxElems = kBlockN * kBoxCols;
     static constexpr uint32_t kQTileBytes = kBoxes * kQBoxElems * 2;
-    static constexpr uint32_t kKvTileBytes = kBoxes * kKvBoxElems * 2;
+    static constexpr uint32_t kKTileBytes = kBoxes * kKvBoxElems * 2;
+    static constexpr uint32_t kVTileBytes = kBoxesV * kKvBoxElems * 2;
     static constexpr int kKStepsPerBox = kBoxCols / 16;
     static constexpr int kRowBytes = kBoxCols * 2;
     // The per-warp view warp_tiles.cuh works on: one m16 tile of rows, n8 tiles of S and of O.
     static constexpr int kMTiles = 1;
     static constexpr int kNTiles = kBlockN / 8;
-    static constexpr int kDTiles = kHeadDim / 8;
+    static constexpr int kDTiles = kHeadDimV / 8;
     static constexpr int kQkSteps = kHeadDim / 16;
     static constexpr int kPvSteps = kBlockN / 16;
     // Registers a thread may hold after the producer warpgroup hands its own to the consumers (setmaxnreg). The pool
@@ -81,7 +84,8 @@ struct Sm90FwdTraits {
     static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
     static constexpr int kProducerRegs = 24;
     static constexpr int kConsumerRegs = 240;
-    static_assert(kHeadDim % kBoxCols == 0, "whole 64-column boxes");
+    static_assert(kHeadDim % kBoxCols == 0 && kHeadDimV % kBoxCols == 0, "whole 64-column boxes");
+    static_assert(kHeadDimV <= kHeadDim, "the output is staged in the Q tile");
     static_assert(kBlockN == 64 || kBlockN == 128, "wgmma n64 or n128 for S");
     static_assert(kBlockM <= 256 && kBlockN <= 256, "one copy-engine box holds a tile's rows");
     static_assert(kSchedule != Sm90Schedule::overlap || kWarpgroups == 1,
@@ -95,7 +99,7 @@ struct Sm90FwdSmem {
     using Elem = typename T::Elem;
     alignas(kSm90SmemAlign) Elem q[T::kBoxes][T::kQBoxElems];
     alignas(kSm90SmemAlign) Elem k[T::kKStages][T::kBoxes][T::kKvBoxElems];
-    alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxes][T::kKvBoxElems];
+    alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxesV][T::kKvBoxElems];
     uint64_t q_full;
     uint64_t k_full[T::kKStages];
     uint64_t v_full[T::kVStages];
@@ -203,12 +207,31 @@ __device__ __forceinline__ void transform_scores(float (&acc_s)[T::kMTiles][T::k
 
 // Thread 0 only: copy the 64-column boxes of one tile (rows [row, row + box rows) of head `head` of sequence b)
 // into `boxes`, completing on `bar`.
-template <class T, typename Elem>
+template <class T, int kBoxes, typename Elem>
 __device__ __forceinline__ void load_tile(Elem* boxes, int box_elems, const CUtensorMap* map, uint64_t* bar,
                                           uint32_t bytes, int row, int head, int b) {
     ptx::mbarrier_arrive_expect_tx(bar, bytes);
-    for (int box = 0; box < T::kBoxes; ++box)
+    for (int box = 0; box < kBoxes; ++box)
         ptx::tma_load_4d(boxes + box * box_elems, map, bar, box * T::kBoxCols, row, head, b);
+}
+
+// Thread 0 only: the block's Q tile; K or V key tile `row` (its first row in the tensor maps) into stage st.
+template <class T>
+__device__ __forceinline__ void load_q(Sm90FwdSmem<T>& s, const CUtensorMap* map, const Sm90Place<T>& at) {
+    load_tile<T, T::kBoxes>(s.q[0], T::kQBoxElems, map, &s.q_full, T::kQTileBytes, at.q_row0 + at.m0, at.h,
+                            at.map_batch);
+}
+template <class T>
+__device__ __forceinline__ void load_k(Sm90FwdSmem<T>& s, int st, const CUtensorMap* map, int row,
+                                       const Sm90Place<T>& at) {
+    load_tile<T, T::kBoxes>(s.k[st][0], T::kKvBoxElems, map, &s.k_full[st], T::kKTileBytes, row, at.hk,
+                            at.map_batch);
+}
+template <class T>
+__device__ __forceinline__ void load_v(Sm90FwdSmem<T>& s, int st, const CUtensorMap* map, int row,
+                                       const Sm90Place<T>& at) {
+    load_tile<T, T::kBoxesV>(s.v[st][0], T::kKvBoxElems, map, &s.v_full[st], T::kVTileBytes, row, at.hk,
+                             at.map_batch);
 }
 
 // Issue S = Q K^T for this warpgroup (one wgmma group, not waited for).
@@ -260,7 +283,7 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[T::kMTiles][T::kDTiles][
 #pragma unroll
     for (int ps = 0; ps < T::kPvSteps; ++ps)
 #pragma unroll
-        for (int box = 0; box < T::kBoxes; ++box) {
+        for (int box = 0; box < T::kBoxesV; ++box) {
             const uint64_t desc_v =
                 ptx::smem_desc_sw128(v_smem + box * T::kBlockN * T::kRowBytes + ps * 16 * T::kRowBytes);
             ptx::wgmma_rs_m64n64k16<1>(reinterpret_cast<float(&)[32]>(acc_o[0][box * 8][0]), a_frag[ps], desc_v, 1,
@@ -355,7 +378,7 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
                                                  acc_o[0][dt][2 * half + 1] * inv[half], Elem()));
             }
             warpgroup_sync(at.wg);  // the warpgroup's rows are staged
-            constexpr int kChunksPerRow = T::kBoxes * kChunksPerBoxRow;
+            constexpr int kChunksPerRow = T::kBoxesV * kChunksPerBoxRow;
             const int wg_tid = (at.warp_row0 % T::kRowsPerWarpgroup) * 2 + at.group * 4 + at.tig;  // 0..127
             const int wg_row0 = at.wg * T::kRowsPerWarpgroup;
 #pragma unroll
@@ -429,11 +452,11 @@ __global__ void __launch_bounds__(T::kThreads)
     // Thread 0 only: the copies of K and V tile n_tile into stage st.
     auto issue_kv = [&](int n_tile, int st) {
         const int row = at.k_row0 + n_tile * T::kBlockN;
-        load_tile<T>(s.k[st][0], T::kKvBoxElems, &map_k, &s.k_full[st], T::kKvTileBytes, row, at.hk, at.map_batch);
-        load_tile<T>(s.v[st][0], T::kKvBoxElems, &map_v, &s.v_full[st], T::kKvTileBytes, row, at.hk, at.map_batch);
+        load_k<T>(s, st, &map_k, row, at);
+        load_v<T>(s, st, &map_v, row, at);
     };
     if (tid == 0) {
-        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.q_row0 + at.m0, at.h, at.map_batch);
+        load_q<T>(s, &map_q, at);
         for (int i = 0; i < T::kKStages && at.n_tile_begin + i < at.n_tile_end; ++i) issue_kv(at.n_tile_begin + i, i);
     }
 
@@ -495,16 +518,14 @@ __global__ void __launch_bounds__(T::kThreads)
     // Thread 0 only. Tile i's K goes to stage i % kKStages, its V to stage i % kVStages.
     auto issue_k = [&](int i) {
         const int st = i % T::kKStages;
-        load_tile<T>(s.k[st][0], T::kKvBoxElems, &map_k, &s.k_full[st], T::kKvTileBytes,
-                     at.k_row0 + (at.n_tile_begin + i) * T::kBlockN, at.hk, at.map_batch);
+        load_k<T>(s, st, &map_k, at.k_row0 + (at.n_tile_begin + i) * T::kBlockN, at);
     };
     auto issue_v = [&](int i) {
         const int st = i % T::kVStages;
-        load_tile<T>(s.v[st][0], T::kKvBoxElems, &map_v, &s.v_full[st], T::kKvTileBytes,
-                     at.k_row0 + (at.n_tile_begin + i) * T::kBlockN, at.hk, at.map_batch);
+        load_v<T>(s, st, &map_v, at.k_row0 + (at.n_tile_begin + i) * T::kBlockN, at);
     };
     if (tid == 0) {
-        load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.q_row0 + at.m0, at.h, at.map_batch);
+        load_q<T>(s, &map_q, at);
         for (int i = 0; i < T::kKStages && i < tiles; ++i) issue_k(i);
         for (int i = 0; i < T::kVStages && i < tiles; ++i) issue_v(i);
     }

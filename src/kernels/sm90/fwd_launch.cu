@@ -1,6 +1,6 @@
 // Launching the Hopper forward: tensor maps for Q, K and V, the grid, the shared memory. Instances: float16,
-// bfloat16 x head dims 64, 128 x four schedules, and head dim 256 in the specialised schedule alone; head dims below
-// a bucket are zero-filled by the copy engine.
+// bfloat16 x head dims 64, 128 x four schedules, and in the specialised schedule alone head dim 256 and q/k head dim
+// 192 with v head dim 128; head dims below a bucket are zero-filled by the copy engine.
 // FLASHATTN_SM90_SCHEDULE picks the schedule (bench/NOTES_sm90.md has each one's measurements; unset: specialised
 // at head dims above 64, serial1 up to 64):
 //   serial1     one warpgroup a block, each product waited for at once, 64-key tiles
@@ -33,6 +33,12 @@ constexpr int kSmallBucket = 64, kLargeBucket = 128, kHugeBucket = 256;
 // Above kLargeBucket only the specialised schedule is compiled, with 64-key tiles: O alone is 128 registers a thread
 // at head dim 256, and S, P and O of a 128-key tile would not fit a consumer's 240.
 constexpr int kHugeBlockN = 64;
+// q/k head dims in (128, 192] with v head dims up to 128 (the 192/128 shape of multi-head latent attention): the
+// specialised schedule, 128-key tiles (S, P and an O of 128 columns fit as at head dim 128).
+constexpr int kWideQkBucket = 192;
+bool wide_qk_narrow_v(const AttnParams& p) {
+    return p.head_dim > kLargeBucket && p.head_dim <= kWideQkBucket && p.head_dim_v <= kLargeBucket;
+}
 constexpr int64_t kTmaStrideElems = 8;    // the copy engine's strides are multiples of 16 bytes
 constexpr uintptr_t kTmaBaseAlign = 16;
 std::atomic<int64_t> g_launches{0};
@@ -144,6 +150,11 @@ void launch_dtype(const AttnParams& p) {
     // The defaults, from the quick sweeps of bench/NOTES_sm90.md: at head dim 128 the specialised schedule leads
     // every other by 20-40%; at head dim 64 the one-warpgroup serial blocks are as fast or faster.
     if (schedule.empty()) schedule = p.head_dim <= kSmallBucket ? "serial1" : "specialised";
+    if (wide_qk_narrow_v(p)) {
+        launch<Sm90FwdTraits<ElemOf<kElem>, kWideQkBucket, 2, Sm90Schedule::specialised, 128, kLargeBucket>>(
+            p, schedule != "specialised_free");
+        return;
+    }
     if (p.head_dim > kLargeBucket) {
         launch<Sm90FwdTraits<ElemOf<kElem>, kHugeBucket, 2, Sm90Schedule::specialised, kHugeBlockN>>(
             p, schedule != "specialised_free");
@@ -166,7 +177,8 @@ bool sm90_forward_handles(const AttnParams& p) {
     if (p.dtype != ElemType::f16 && p.dtype != ElemType::bf16) return false;
     // Dropout and the attention-probabilities output stay with the Ampere-class kernel.
     if (p.dropout_p > 0.f || p.attn_probs) return false;
-    if (p.head_dim != p.head_dim_v || p.head_dim > kHugeBucket || p.head_dim % 8 != 0) return false;
+    if (p.head_dim > kHugeBucket || p.head_dim % 8 != 0 || p.head_dim_v % 8 != 0) return false;
+    if (p.head_dim != p.head_dim_v && !wide_qk_narrow_v(p)) return false;
     if (p.batch <= 0 || p.seqlen_q <= 0 || p.seqlen_k <= 0) return false;
     if (p.is_varlen && (p.total_q <= 0 || p.total_k <= 0)) return false;  // a tensor map needs rows
     // The output is written 4 bytes (two elements) at a time.

@@ -161,17 +161,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             // Round r of a barrier waits for the consumers' release of round r - 1; round 0 passes at once (a fresh
             // mbarrier counts its previous phase, parity 1, as complete).
             ptx::mbarrier_wait(&s.q_empty, (done % 2) ^ 1);
-            load_tile<T>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, at.q_row0 + at.m0, at.h,
-                         at.map_batch);
+            load_q<T>(s, &map_q, at);
             for (int i = 0; i < tiles; ++i) {
                 const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
                 const int g = kv + i, ks = g % T::kKStages, vs = g % T::kVStages;
                 ptx::mbarrier_wait(&s.k_empty[ks], ((g / T::kKStages) % 2) ^ 1);
-                load_tile<T>(s.k[ks][0], T::kKvBoxElems, &map_k, &s.k_full[ks], T::kKvTileBytes, row, at.hk,
-                             at.map_batch);
+                load_k<T>(s, ks, &map_k, row, at);
                 ptx::mbarrier_wait(&s.v_empty[vs], ((g / T::kVStages) % 2) ^ 1);
-                load_tile<T>(s.v[vs][0], T::kKvBoxElems, &map_v, &s.v_full[vs], T::kKvTileBytes, row, at.hk,
-                             at.map_batch);
+                load_v<T>(s, vs, &map_v, row, at);
             }
             kv += tiles, ++done;
         }
