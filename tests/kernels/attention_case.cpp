@@ -134,6 +134,7 @@ std::string AttnCase::label() const {
     if (softmax_scale > 0.0f) s << "_scale" << number(softmax_scale);
     if (packed_qkv) s << "_packed";
     if (attn_probs) s << "_probs";
+    if (nan_past_used) s << "_nanpast";
     if (!tag.empty()) s << "_" << tag;
     return s.str();
 }
@@ -175,6 +176,15 @@ AttnProblem::AttnProblem(const AttnCase& c) : c_(c), layout_(c.layout()) {
     k_.fill_normal(rng);
     v_.fill_normal(rng);
     dout_.fill_normal(rng);
+    if (c.nan_past_used) {
+        if (!c.varlen() || c.seqused_k.empty()) throw std::invalid_argument("nan_past_used needs varlen with seqused_k");
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        for (size_t b = 0; b < c.seqused_k.size(); ++b)
+            for (int64_t row = layout_.cu_seqlens_k[b] + c.seqused_k[b]; row < layout_.cu_seqlens_k[b + 1]; ++row) {
+                for (int64_t i = row * Hk * d; i < (row + 1) * Hk * d; ++i) k_.set(i, nan);
+                for (int64_t i = row * Hk * dv; i < (row + 1) * Hk * dv; ++i) v_.set(i, nan);
+            }
+    }
     if (c.alibi != Alibi::none) {
         slopes_ = c.alibi == Alibi::per_head ? HostTensor(DType::f32, {H}) : HostTensor(DType::f32, {layout_.batch, H});
         slopes_.fill_uniform(rng, 0.0, kAlibiSlopeMax);

@@ -41,6 +41,9 @@ struct AttnCase {
     // dq, dk, dv into a packed one: padded layout, seqlen_q == seqlen_k, nheads_k == nheads, head_dim_v == head_dim.
     bool packed_qkv = false;
     bool attn_probs = false;  // also compute and compare attn_probs (small sizes only)
+    // Varlen with seqused_k: the k/v rows each sequence holds past its seqused_k are NaN. No result may depend on
+    // them (an unfilled cache region), so every output must stay finite.
+    bool nan_past_used = false;
     std::string tag;          // appended to the label, to tell apart cases that differ in what the label omits
 
     bool varlen() const { return !seqlens_q.empty(); }

@@ -114,6 +114,11 @@ std::vector<AttnCase> sm90_cases() {
                      .alibi = Alibi::per_batch_head});
     cases.push_back({.dtype = kF16, .head_dim = 128, .seqlens_q = kUsedQ, .seqlens_k = kUsedK,
                      .seqused_k = kUsedUsed, .softcap = 5.0f});
+    // Rows past seqused_k hold NaN: the last key tile's V rows there must not reach the output.
+    cases.push_back({.dtype = kBF16, .head_dim = 64, .seqlens_q = kUsedQ, .seqlens_k = kUsedK, .seqused_k = kUsedUsed,
+                     .causal = true, .nan_past_used = true});
+    cases.push_back({.dtype = kF16, .nheads = 8, .nheads_k = 2, .head_dim = 256, .seqlens_q = kUsedQ,
+                     .seqlens_k = kUsedK, .seqused_k = kUsedUsed, .nan_past_used = true});
     cases.push_back({.dtype = kBF16, .head_dim = 72, .seqlens_q = kLongQ, .seqlens_k = kLongK, .causal = true,
                      .window_left = 300, .window_right = 100});
     // One-row sequences: the API gives their row dimension stride 0, the tensor maps a stand-in.

@@ -38,6 +38,7 @@ std::vector<AttnCase> seqused_cases() {
         {.dtype = kF16, .nheads = 6, .nheads_k = 1, .head_dim = 40, .seqlens_q = q, .seqlens_k = k,
          .seqused_k = used, .window_left = 16, .window_right = 16},
         {.dtype = kBF16, .head_dim = 64, .seqlens_q = q, .seqlens_k = k, .seqused_k = used, .dropout_p = 0.3f},
+        {.dtype = kF16, .head_dim = 128, .seqlens_q = q, .seqlens_k = k, .seqused_k = used, .nan_past_used = true},
     };
 }
 

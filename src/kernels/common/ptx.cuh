@@ -103,6 +103,16 @@ __device__ __forceinline__ void st_global_16(void* gmem, uint4 v) {
     asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"l"(gmem), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
 
+// ----- programmatic dependent launch (sm_90) --------------------------------------------------------------------------
+
+// A kernel launched as a programmatic dependent of the one before it in the stream may start while that one drains;
+// it waits here until that kernel has finished and its writes are visible. A no-op otherwise, and before sm_90.
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // ----- global reductions ---------------------------------------------------------------------------------------------
 
 // gmem[0] += a, gmem[1] += b, fire and forget. sm_90 has a vector form (one instruction, one request per 8 bytes

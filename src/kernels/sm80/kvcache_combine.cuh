@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "common/params.h"
+#include "kernels/common/ptx.cuh"
 #include "kernels/sm80/kvcache_plan.h"
 
 namespace flashattn::kernels {
@@ -32,6 +33,9 @@ __device__ __forceinline__ void store_elem(__nv_bfloat16* p, float v) { *p = __f
 
 template <typename Elem>
 __global__ void __launch_bounds__(kCombineWarps * 32) kvcache_combine_kernel(const AttnParams p, const KvcPlan plan) {
+    // Launched as a programmatic dependent of the attention kernel where the GPU allows (kvcache_launch.cuh): the
+    // launch overlaps that kernel's last blocks, and the partial results are read only once they are all written.
+    ptx::wait_for_prior_grid();
     const int lane = threadIdx.x % 32;
     const int64_t row = int64_t(blockIdx.x) * kCombineWarps + threadIdx.x / 32;  // (b, h, token), token fastest
     const int64_t rows_per_split = int64_t(p.batch) * p.nheads * p.seqlen_q;

@@ -104,20 +104,20 @@ struct KeyTileRows {
                     in_block[i] = r0 + i * kRowStep < valid_rows ? first_pos + r0 + i * kRowStep : 0;
                 }
             }
-            return;
-        }
+        } else {
 #pragma unroll
-        for (int i = 0; i < kIters; ++i) {
-            const int chunk = tid + i * kThreads;
-            const int r = chunk / kChunks;
-            const int pos = first_pos + r;
-            const bool valid = (kTotal % kThreads == 0 || chunk < kTotal) && r < valid_rows;
-            if (cache.blocks) {
-                block[i] = valid ? ptx::ld_global_nc_early_s32(cache.blocks + pos / cache.page_size) : 0;
-                in_block[i] = valid ? pos % cache.page_size : 0;
-            } else {
-                block[i] = 0;
-                in_block[i] = valid ? pos : 0;
+            for (int i = 0; i < kIters; ++i) {
+                const int chunk = tid + i * kThreads;
+                const int r = chunk / kChunks;
+                const int pos = first_pos + r;
+                const bool valid = (kTotal % kThreads == 0 || chunk < kTotal) && r < valid_rows;
+                if (cache.blocks) {
+                    block[i] = valid ? ptx::ld_global_nc_early_s32(cache.blocks + pos / cache.page_size) : 0;
+                    in_block[i] = valid ? pos % cache.page_size : 0;
+                } else {
+                    block[i] = 0;
+                    in_block[i] = valid ? pos : 0;
+                }
             }
         }
     }

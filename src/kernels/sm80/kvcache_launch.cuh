@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "common/params.h"
@@ -45,6 +46,22 @@ int kvc_blocks_per_sm_sm80() {
     return cached;
 }
 
+// Whether the current device can launch a kernel as a programmatic dependent of the previous one (compute
+// capability 9.0 and newer), asked once per device.
+inline bool programmatic_launch_supported() {
+    constexpr int kMaxDevices = 64;
+    static std::atomic<int> known[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
+    int device = 0, major = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    if (device < kMaxDevices && known[device].load(std::memory_order_relaxed) != 0)
+        return known[device].load(std::memory_order_relaxed) == 2;
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+    constexpr int kHopperMajor = 9;
+    const bool yes = major >= kHopperMajor;
+    if (device < kMaxDevices) known[device].store(yes ? 2 : 1, std::memory_order_relaxed);
+    return yes;
+}
+
 template <ElemType kElem, int kHeadDim>
 void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
     using Elem = ElemOf<kElem>;
@@ -75,8 +92,17 @@ void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
     if (plan.num_splits > 1) {
         const int64_t rows = int64_t(p.batch) * p.nheads * p.seqlen_q;
         const int blocks = static_cast<int>((rows + kCombineWarps - 1) / kCombineWarps);
-        kvcache_combine_kernel<Elem><<<blocks, kCombineWarps * 32, 0, stream>>>(p, plan);
-        check_cuda(cudaGetLastError(), "kv-cache combine kernel launch");
+        // As a programmatic dependent where the GPU allows: its launch overlaps the attention kernel's tail.
+        cudaLaunchConfig_t config = {};
+        config.gridDim = dim3(static_cast<unsigned>(blocks));
+        config.blockDim = dim3(kCombineWarps * 32);
+        config.stream = stream;
+        cudaLaunchAttribute attribute[1];
+        attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute[0].val.programmaticStreamSerializationAllowed = 1;
+        config.attrs = attribute;
+        config.numAttrs = programmatic_launch_supported() ? 1 : 0;
+        check_cuda(cudaLaunchKernelEx(&config, kvcache_combine_kernel<Elem>, p, plan), "kv-cache combine kernel launch");
     }
 }
 

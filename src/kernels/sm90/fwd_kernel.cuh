@@ -234,6 +234,31 @@ __device__ __forceinline__ void load_v(Sm90FwdSmem<T>& s, int st, const CUtensor
                              at.map_batch);
 }
 
+// Varlen: the rows of the last key tile past the sequence's keys are the next sequence's (or rows seqused_k leaves
+// unused, possibly never written): the copy engine zero-fills only past the packed tensor. The masks make their P
+// exactly 0, but 0 x NaN is NaN, so their V rows are zeroed before the P V product reads them (as the Ampere-class
+// kernel's loads zero-fill them). K needs nothing: the masks overwrite those scores.
+template <class T>
+__device__ __forceinline__ bool v_tail_needs_zeros(const AttnParams& p, const Sm90Place<T>& at) {
+    return p.is_varlen && at.n_tile_end > at.n_tile_begin && at.n_tile_end * T::kBlockN > at.seqlen_k;
+}
+// Threads [0, threads) zero rows [seqlen_k - tile start, kBlockN) of the V tile in `v_stage` (each row of a box is
+// 128 contiguous bytes, its chunks only permuted by the swizzle) and fence for wgmma's reads; the caller's barrier
+// then hands the tile over.
+template <class T>
+__device__ __forceinline__ void zero_v_tail(typename T::Elem* v_stage, const Sm90Place<T>& at, int thread,
+                                            int threads) {
+    constexpr int kChunksPerBoxRow = T::kRowBytes / 16;
+    const int first_row = at.seqlen_k - (at.n_tile_end - 1) * T::kBlockN;
+    const int chunks_per_box = (T::kBlockN - first_row) * kChunksPerBoxRow;
+    const uint32_t base = ptx::smem_addr(v_stage);
+    for (int i = thread; i < T::kBoxesV * chunks_per_box; i += threads) {
+        const int bx = i / chunks_per_box, rest = i % chunks_per_box;
+        ptx::st_shared_16(base + (bx * T::kBlockN + first_row) * T::kRowBytes + rest * 16, make_uint4(0, 0, 0, 0));
+    }
+    ptx::fence_proxy_async_shared();
+}
+
 // Issue S = Q K^T for this warpgroup (one wgmma group, not waited for).
 template <class T>
 __device__ __forceinline__ void issue_qk(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint32_t q_smem,
@@ -486,6 +511,10 @@ __global__ void __launch_bounds__(T::kThreads)
         uint32_t a_frag[T::kPvSteps][4];
         pack_p<T>(a_frag, acc_s);
         ptx::mbarrier_wait(&s.v_full[st], phase);
+        if (n_tile == at.n_tile_end - 1 && v_tail_needs_zeros<T>(p, at)) {
+            zero_v_tail<T>(s.v[st][0], at, tid, T::kThreads);
+            __syncthreads();
+        }
         issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[st][0]));
         ptx::wgmma_wait<0>();
         ptx::fence_registers(o_flat);
@@ -579,6 +608,10 @@ __global__ void __launch_bounds__(T::kThreads)
     }
     if (tiles > 0) {
         wait_v(tiles - 1);
+        if (v_tail_needs_zeros<T>(p, at)) {
+            zero_v_tail<T>(s.v[(tiles - 1) % T::kVStages][0], at, tid, T::kThreads);
+            __syncthreads();
+        }
         issue_pv<T>(acc_o, a_frag, v_smem(tiles - 1));
         ptx::wgmma_wait<0>();
         ptx::fence_registers(o_flat);

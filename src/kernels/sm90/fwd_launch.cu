@@ -181,6 +181,9 @@ bool sm90_forward_handles(const AttnParams& p) {
     if (p.head_dim != p.head_dim_v && !wide_qk_narrow_v(p)) return false;
     if (p.batch <= 0 || p.seqlen_q <= 0 || p.seqlen_k <= 0) return false;
     if (p.is_varlen && (p.total_q <= 0 || p.total_k <= 0)) return false;  // a tensor map needs rows
+    // Work tiles are counted in an int over a 1-D grid (the smallest row block, 64, counts the most).
+    constexpr int64_t kSmallestBlockM = 64;
+    if ((p.seqlen_q + kSmallestBlockM - 1) / kSmallestBlockM * p.batch * int64_t(p.nheads) > INT32_MAX) return false;
     // The output is written 4 bytes (two elements) at a time.
     if (reinterpret_cast<uintptr_t>(p.out) % 4 != 0 || p.out_row_stride % 2 != 0 ||
         (p.nheads > 1 && p.out_head_stride % 2 != 0) || (p.batch > 1 && p.out_batch_stride % 2 != 0))

@@ -7,10 +7,11 @@
 
 namespace flashattn::kernels {
 
-// Whether the Hopper forward computes p: dense batches of float16/bfloat16 with head_dim == head_dim_v <= 128 (a
-// multiple of 8), causal and window masks, GQA; pointers and strides the copy engine can address (16-byte
-// multiples). Dropout, softcap, ALiBi, varlen and attention probabilities stay with the Ampere-class kernel. The
-// device (compute capability 9.0) and the build (sm_90a compiled) are the dispatch's checks.
+// Whether the Hopper forward computes p: float16/bfloat16, head_dim == head_dim_v <= 256 or head_dim <= 192 with
+// head_dim_v <= 128 (multiples of 8), dense or varlen batches, causal and window masks, softcap, ALiBi, GQA;
+// pointers and strides the copy engine can address (16-byte multiples). Dropout and attention probabilities stay
+// with the Ampere-class kernel. The device (compute capability 9.0) and the build (sm_90a compiled) are the
+// dispatch's checks.
 bool sm90_forward_handles(const AttnParams& p);
 
 void launch_fwd_sm90(const AttnParams& p);

@@ -63,6 +63,10 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     auto release_v = [&](int i) {
         if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[(kv + i) % T::kVStages]);
     };
+    // Q goes back to the producer once this warp's last S product has read it, unless the output is staged in it.
+    auto release_q = [&] {
+        if (warp_leader) ptx::mbarrier_arrive(&s.q_empty);
+    };
     auto k_smem = [&](int i) { return ptx::smem_addr(s.k[(kv + i) % T::kKStages][0]); };
     auto v_smem = [&](int i) { return ptx::smem_addr(s.v[(kv + i) % T::kVStages][0]); };
 
@@ -87,6 +91,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         ptx::wgmma_wait<0>();
         ptx::fence_registers(s_flat);
         release_k(0);
+        if (!kStaged && tiles == 1) release_q();
         prepare_scores<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
         softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         pack_p<T>(a_frag, acc_s);
@@ -101,6 +106,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         ptx::wgmma_wait<1>();                       // S(i) is done; the product may still run
         ptx::fence_registers(s_flat);
         release_k(i);
+        if (!kStaged && i == tiles - 1) release_q();
         prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
         softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         ptx::wgmma_wait<0>();                       // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
@@ -111,6 +117,11 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     }
     if (tiles > 0) {
         wait_v(tiles - 1);
+        if (v_tail_needs_zeros<T>(p, at)) {  // both consumer warpgroups zero it and meet before either reads it
+            constexpr int kZeroBarrier = 5, kConsumerThreads = 256;
+            zero_v_tail<T>(s.v[(kv + tiles - 1) % T::kVStages][0], at, tid, kConsumerThreads);
+            ptx::named_barrier_sync<kZeroBarrier>(kConsumerThreads);
+        }
         my_turn();
         issue_pv<T>(acc_o, a_frag, v_smem(tiles - 1));
         your_turn();
@@ -119,11 +130,15 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         release_v(tiles - 1);
     }
     store_rows_and_lse<T, kStaged>(acc_o, row_max, row_sum, p, at, s.q[0]);
-    // The Q tile goes back to the producer. The output staged in it was written by ordinary stores and the next
-    // Q arrives by the copy engine: each thread orders its stores before the copy engine's writes.
-    ptx::fence_proxy_async_shared();
-    __syncwarp();
-    if (warp_leader) ptx::mbarrier_arrive(&s.q_empty);
+    if (kStaged) {
+        // The output staged in Q was written by ordinary stores and the next Q arrives by the copy engine: each
+        // thread orders its stores before the copy engine's writes.
+        ptx::fence_proxy_async_shared();
+        __syncwarp();
+        release_q();
+    } else if (tiles == 0) {
+        release_q();
+    }
 }
 
 template <class T, bool kPersistent>
@@ -160,9 +175,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             const int tiles = at.n_tile_end - at.n_tile_begin;
             // Round r of a barrier waits for the consumers' release of round r - 1; round 0 passes at once (a fresh
             // mbarrier counts its previous phase, parity 1, as complete).
-            ptx::mbarrier_wait(&s.q_empty, (done % 2) ^ 1);
-            load_q<T>(s, &map_q, at);
-            for (int i = 0; i < tiles; ++i) {
+            // The first key tiles go out before Q: their stages free up while the consumers finish the previous
+            // work tile, Q only once they are done with it. (One loop: two overflowed the producer's registers.)
+            const int early = min(tiles, T::kKStages);
+            for (int i = 0; i <= tiles; ++i) {
+                if (i == early) {
+                    ptx::mbarrier_wait(&s.q_empty, (done % 2) ^ 1);
+                    load_q<T>(s, &map_q, at);
+                }
+                if (i == tiles) break;
                 const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
                 const int g = kv + i, ks = g % T::kKStages, vs = g % T::kVStages;
                 ptx::mbarrier_wait(&s.k_empty[ks], ((g / T::kKStages) % 2) ^ 1);
