@@ -173,9 +173,9 @@ struct Sm90Tile {
 };
 __device__ __forceinline__ Sm90Tile sm90_tile(const AttnParams& p, int t, int m_blocks) {
     const int heads = p.batch * p.nheads;
-    if (p.causal) return {m_blocks - 1 - t / heads, (t % heads) / p.nheads, t % p.nheads};
-    const int bh = t / m_blocks;
-    return {t % m_blocks, bh / p.nheads, bh % p.nheads};
+    (void)heads;
+    const int bh = t / m_blocks, m = t % m_blocks;
+    return {p.causal ? m_blocks - 1 - m : m, bh / p.nheads, bh % p.nheads};
 }
 
 // Scores the softmax sees, where the forward transforms them (softcap, ALiBi): then exp2 takes log2(e), not the
