@@ -1,0 +1,127 @@
+// Which problems the Hopper forward takes (sm90_forward_handles, host code: no GPU needed). What it refuses runs on
+// the Ampere-class kernel, so a wrong "yes" computes garbage and a wrong "no" only costs speed: the cases below pin
+// both sides of every rule.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "common/build_config.h"
+
+#if FLASHATTN_WITH_CUDA
+#include "common/params.h"
+#include "kernels/sm90/fwd_sm90.h"
+
+namespace flashattn::kernels {
+namespace {
+
+// Stand-in device addresses: never dereferenced by the eligibility check, 256-byte aligned like an allocation.
+constexpr uintptr_t kBase = 0x7f0000000000;
+constexpr uintptr_t kAlloc = uintptr_t(1) << 32;
+
+// A dense (batch, seqlen, heads, dim) forward, contiguous, bf16.
+AttnParams dense(int batch, int seqlen_q, int seqlen_k, int nheads, int nheads_k, int head_dim, int head_dim_v) {
+    AttnParams p;
+    p.op = OpKind::forward;
+    p.dtype = ElemType::bf16;
+    p.batch = batch, p.seqlen_q = seqlen_q, p.seqlen_k = seqlen_k;
+    p.nheads = nheads, p.nheads_k = nheads_k, p.head_dim = head_dim, p.head_dim_v = head_dim_v;
+    p.q = reinterpret_cast<const void*>(kBase);
+    p.k = reinterpret_cast<const void*>(kBase + kAlloc);
+    p.v = reinterpret_cast<const void*>(kBase + 2 * kAlloc);
+    p.out = reinterpret_cast<void*>(kBase + 3 * kAlloc);
+    auto strides = [](int64_t rows, int64_t heads, int64_t dim, int64_t& b, int64_t& r, int64_t& h) {
+        h = dim, r = heads * dim, b = rows * heads * dim;
+        // The API records a size-1 dimension's stride as 0 (never stepped).
+        if (heads == 1) h = 0;
+        if (rows == 1) r = 0;
+    };
+    strides(seqlen_q, nheads, head_dim, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+    strides(seqlen_k, nheads_k, head_dim, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+    strides(seqlen_k, nheads_k, head_dim_v, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+    strides(seqlen_q, nheads, head_dim_v, p.out_batch_stride, p.out_row_stride, p.out_head_stride);
+    if (batch == 1) p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = p.out_batch_stride = 0;
+    p.scale = 0.125f;
+    return p;
+}
+
+AttnParams dense(int head_dim, int head_dim_v) { return dense(2, 1000, 1000, 8, 2, head_dim, head_dim_v); }
+
+TEST(Sm90Eligibility, HeadDimsUpTo256AndThe192To128Shape) {
+    for (int d : {8, 40, 64, 72, 128, 136, 200, 256}) EXPECT_TRUE(sm90_forward_handles(dense(d, d))) << d;
+    EXPECT_TRUE(sm90_forward_handles(dense(192, 128)));
+    EXPECT_TRUE(sm90_forward_handles(dense(160, 96)));
+    EXPECT_FALSE(sm90_forward_handles(dense(264, 264)));
+    EXPECT_FALSE(sm90_forward_handles(dense(256, 128)));  // q/k above 192 with a narrower v
+    EXPECT_FALSE(sm90_forward_handles(dense(128, 64)));   // unequal at or below 128
+    EXPECT_FALSE(sm90_forward_handles(dense(192, 192 - 8)));
+}
+
+TEST(Sm90Eligibility, ScoreTransformsYesDropoutProbsAndFp32No) {
+    AttnParams p = dense(128, 128);
+    p.softcap = 30.f;
+    float slopes[8] = {};
+    p.alibi_slopes = slopes;
+    EXPECT_TRUE(sm90_forward_handles(p));
+    p.dropout_p = 0.1f;
+    EXPECT_FALSE(sm90_forward_handles(p));
+    p = dense(128, 128);
+    float probs = 0.f;
+    p.attn_probs = &probs;
+    EXPECT_FALSE(sm90_forward_handles(p));
+    p = dense(64, 64);
+    p.dtype = ElemType::f32;
+    EXPECT_FALSE(sm90_forward_handles(p));
+}
+
+TEST(Sm90Eligibility, VarlenNeedsRowsInItsTensorMaps) {
+    AttnParams p = dense(2, 700, 900, 8, 8, 64, 64);
+    p.is_varlen = true;
+    p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = p.out_batch_stride = 0;
+    p.total_q = 1300, p.total_k = 1700;
+    EXPECT_TRUE(sm90_forward_handles(p));
+    p.total_k = 0;
+    EXPECT_FALSE(sm90_forward_handles(p));
+}
+
+TEST(Sm90Eligibility, OneRowSequencesAndOneHeadTakeStandInStrides) {
+    EXPECT_TRUE(sm90_forward_handles(dense(3, 1, 1, 4, 4, 128, 128)));
+    EXPECT_TRUE(sm90_forward_handles(dense(1, 1, 1000, 8, 1, 256, 256)));
+    EXPECT_TRUE(sm90_forward_handles(dense(1, 17, 17, 1, 1, 40, 40)));
+}
+
+TEST(Sm90Eligibility, TheCopyEngineNeedsSixteenByteStridesAndBases) {
+    AttnParams p = dense(64, 64);
+    p.k_row_stride += 4;  // 8 bytes off a 16-byte multiple
+    EXPECT_FALSE(sm90_forward_handles(p));
+    p = dense(64, 64);
+    p.v_head_stride = 68;
+    EXPECT_FALSE(sm90_forward_handles(p));
+    p = dense(64, 64);
+    p.q = reinterpret_cast<const void*>(kBase + 8);
+    EXPECT_FALSE(sm90_forward_handles(p));
+    p = dense(64, 64);
+    p.k_head_stride = 0;  // a broadcast over more than one head: no tensor map steps by 0
+    EXPECT_FALSE(sm90_forward_handles(p));
+}
+
+TEST(Sm90Eligibility, TheOutputIsWrittenAtLeastFourBytesAtATime) {
+    AttnParams p = dense(64, 64);
+    p.out = reinterpret_cast<void*>(kBase + 3 * kAlloc + 2);
+    EXPECT_FALSE(sm90_forward_handles(p));
+    p = dense(64, 64);
+    p.out_row_stride += 1;
+    EXPECT_FALSE(sm90_forward_handles(p));
+    p = dense(64, 64);
+    p.out_row_stride += 2;  // 4-byte aligned, not 16: the 4-byte output path
+    EXPECT_TRUE(sm90_forward_handles(p));
+}
+
+TEST(Sm90Eligibility, WorkTilesMustBeCountableInAnInt) {
+    AttnParams p = dense(1, 1 << 30, 1 << 30, 8, 8, 64, 64);
+    p.batch = 16;
+    EXPECT_FALSE(sm90_forward_handles(p));
+}
+
+}  // namespace
+}  // namespace flashattn::kernels
+#endif
