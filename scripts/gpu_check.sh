@@ -8,6 +8,8 @@
 # One call of the device tool may run 10 minutes: with every step on, pass --quick to the benchmarks or skip some.
 #   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1 / FLASHATTN_SKIP_PYTHON=1   skip those steps
 #   FLASHATTN_SKIP_TRAINING_BENCH=1   of the benchmarks, run the decode one only
+#   FLASHATTN_NCU=1   also profile (Nsight Compute, where installed) one launch each of the Hopper forward at hd128
+#                     8k and of the kv-cache kernel at decode batch 1: speed of light, warp stalls, pipes -> ncu_*.txt
 #   FLASHATTN_FORWARD_VARIANTS  on compute capability 9.0, the forwards also swept beside the default, as
 #                               "path:schedule[:persistent]" words (default "sm80:serial1 sm90:overlap
 #                               sm90:specialised_free sm90:specialised:1")
@@ -181,6 +183,24 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "$py_usable" -eq 1 ]; then
   (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out /tmp/flashattn-decode-sequential \
      --quick --batches 64 --seqlens-q 1 --page-order sequential > "$out/bench_decode_sequential.log" 2>&1)
   note "bench_decode, pages in pool order: rc $?; $(grep -E '^geometric' "$out/bench_decode_sequential.log")"
+fi
+
+# ---- profiles (optional) -----------------------------------------------------------------------------------------------
+if [ "${FLASHATTN_NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
+  sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+            --section WarpStateStats --section SchedulerStats --section Occupancy)
+  t0=$(date +%s)
+  timeout 300 ncu "${sections[@]}" --kernel-name regex:fwd_sm90 --launch-skip 3 --launch-count 1 \
+    python3 "$root/bench/bench_sweep.py" --lib "$build/libflashattn.so" --quick --hdims 128 --forward-only \
+    > "$out/ncu_fwd_sm90.txt" 2>&1
+  note "ncu, Hopper forward: rc $? in $(( $(date +%s) - t0 )) s (ncu_fwd_sm90.txt)"
+  if [ "$py_usable" -eq 1 ]; then
+    t0=$(date +%s)
+    (cd /tmp && PYTHONPATH="$site" timeout 300 ncu "${sections[@]}" --kernel-name regex:kvcache --launch-skip 5 \
+       --launch-count 2 python3 "$root/bench/bench_decode.py" --out /tmp/flashattn-decode-ncu --quick --batches 1 \
+       --seqlens-q 1 > "$out/ncu_kvcache.txt" 2>&1)
+    note "ncu, kv-cache: rc $? in $(( $(date +%s) - t0 )) s (ncu_kvcache.txt)"
+  fi
 fi
 
 echo "==== summary"
