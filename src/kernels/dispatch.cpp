@@ -12,6 +12,7 @@
 #include "common/build_config.h"
 #include "kernels/common/attn_probs.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/device_props.h"
 #include "kernels/launch.h"
 #include "kernels/sm80/instances.h"
 #include "kernels/sm90/fwd_sm90.h"
@@ -68,13 +69,8 @@ struct ComputeCapability {
 };
 
 ComputeCapability current_compute_capability() {
-    ComputeCapability cc{};
-    check_cuda(cudaGetDevice(&cc.device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&cc.major, cudaDevAttrComputeCapabilityMajor, cc.device),
-               "cudaDeviceGetAttribute");
-    check_cuda(cudaDeviceGetAttribute(&cc.minor, cudaDevAttrComputeCapabilityMinor, cc.device),
-               "cudaDeviceGetAttribute");
-    return cc;
+    const DeviceProps d = current_device_props();
+    return ComputeCapability{d.device, d.cc_major, d.cc_minor};
 }
 
 // The current device's compute capability, checked against what the kernels need; returned for the dispatch.
@@ -109,12 +105,7 @@ Sm80Launchers sm80_launchers(const AttnParams& p, const char* direction) {
     return l;
 }
 
-int current_sm_count() {
-    int device = 0, sms = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-    return sms;
-}
+int current_sm_count() { return current_device_props().sm_count; }
 
 constexpr size_t kWorkspaceAlign = 256;  // between the buffers carved out of a workspace
 constexpr uintptr_t kWorkspaceAlign16 = 16;  // of the workspace itself: its buffers are accessed 16 bytes wide

@@ -3,12 +3,12 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <string>
 
 #include "common/params.h"
 #include "flashattn/flashattn.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/device_props.h"
 #include "kernels/common/elem_type.cuh"
 #include "kernels/sm80/kvcache_append.cuh"
 #include "kernels/sm80/kvcache_combine.cuh"
@@ -46,20 +46,10 @@ int kvc_blocks_per_sm_sm80() {
     return cached;
 }
 
-// Whether the current device can launch a kernel as a programmatic dependent of the previous one (compute
-// capability 9.0 and newer), asked once per device.
+// Whether the current device can launch a kernel as a programmatic dependent of the previous one.
 inline bool programmatic_launch_supported() {
-    constexpr int kMaxDevices = 64;
-    static std::atomic<int> known[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
-    int device = 0, major = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    if (device < kMaxDevices && known[device].load(std::memory_order_relaxed) != 0)
-        return known[device].load(std::memory_order_relaxed) == 2;
-    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
     constexpr int kHopperMajor = 9;
-    const bool yes = major >= kHopperMajor;
-    if (device < kMaxDevices) known[device].store(yes ? 2 : 1, std::memory_order_relaxed);
-    return yes;
+    return current_device_props().cc_major >= kHopperMajor;
 }
 
 template <ElemType kElem, int kHeadDim>

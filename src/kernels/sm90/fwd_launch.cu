@@ -19,6 +19,7 @@
 #include <string>
 
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/device_props.h"
 #include "kernels/common/elem_type.cuh"
 #include "kernels/sm90/fwd_kernel.cuh"
 #include "kernels/sm90/fwd_specialised_kernel.cuh"
@@ -75,20 +76,6 @@ bool env_is_one(const char* name) {
     return value && std::string(value) == "1";
 }
 
-// The device's SM count, asked once per device (beyond kMaxDevices, every time).
-int sm_count() {
-    constexpr int kMaxDevices = 64;
-    static std::atomic<int> counts[kMaxDevices] = {};
-    int device = 0, n = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    if (device < kMaxDevices) n = counts[device].load(std::memory_order_relaxed);
-    if (n == 0) {
-        check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-        if (device < kMaxDevices) counts[device].store(n, std::memory_order_relaxed);
-    }
-    return n;
-}
-
 // The rows and batches a tensor map spans: varlen tensors are one batch of packed rows.
 int map_rows(const AttnParams& p, int64_t padded_rows, int64_t total_rows) {
     return static_cast<int>(p.is_varlen ? total_rows : padded_rows);
@@ -124,7 +111,7 @@ void launch(const AttnParams& p, bool take_turns) {
     if constexpr (T::kSchedule == Sm90Schedule::specialised) {
         // Work tiles over a 1-D grid: one block a tile, or (persistent) one block an SM looping over them.
         const int64_t tiles = int64_t(m_blocks) * p.batch * p.nheads;
-        const int64_t blocks = persistent ? std::min<int64_t>(tiles, sm_count()) : tiles;
+        const int64_t blocks = persistent ? std::min<int64_t>(tiles, current_device_props().sm_count) : tiles;
         kernel<<<static_cast<unsigned>(blocks), T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(
             map_q, map_k, map_v, p, take_turns);
     } else {

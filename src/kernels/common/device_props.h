@@ -1,0 +1,16 @@
+// What the launches ask of the current CUDA device (its SM count, compute capability), asked of the runtime once per
+// device and kept.
+#pragma once
+
+namespace flashattn::kernels {
+
+struct DeviceProps {
+    int device;
+    int sm_count;
+    int cc_major, cc_minor;
+};
+
+// The current device's (cudaGetDevice); throws flashattn::Error where the runtime fails.
+DeviceProps current_device_props();
+
+}  // namespace flashattn::kernels
