@@ -64,25 +64,16 @@ const char* elem_name(ElemType e) {
     return "?";
 }
 
-struct ComputeCapability {
-    int device, major, minor;
-};
-
-ComputeCapability current_compute_capability() {
+// The current device, its compute capability checked against what the kernels need; returned for the dispatch.
+DeviceProps require_supported_device() {
     const DeviceProps d = current_device_props();
-    return ComputeCapability{d.device, d.cc_major, d.cc_minor};
-}
-
-// The current device's compute capability, checked against what the kernels need; returned for the dispatch.
-ComputeCapability require_supported_device() {
-    const ComputeCapability cc = current_compute_capability();
-    if (cc.major < kMinComputeMajor) {
+    if (d.cc_major < kMinComputeMajor) {
         std::ostringstream os;
-        os << "GPU " << cc.device << " is sm_" << cc.major << cc.minor
+        os << "GPU " << d.device << " is sm_" << d.cc_major << d.cc_minor
            << ": flashattn's kernels need compute capability 8.0 or newer (Ampere, Ada, Hopper)";
         throw Error(Status::unsupported, os.str());
     }
-    return cc;
+    return d;
 }
 
 // The launchers for p; all null where none is compiled.
@@ -144,12 +135,12 @@ constexpr const char* kForwardPathVariable = "FLASHATTN_FORWARD_PATH";
 
 bool sm90a_compiled() { return std::strstr(FLASHATTN_CUDA_ARCHS, "90a") != nullptr; }
 
-bool use_sm90_forward(const AttnParams& p, const ComputeCapability& cc) {
+bool use_sm90_forward(const AttnParams& p, const DeviceProps& device) {
     const char* choice = std::getenv(kForwardPathVariable);
     const bool forced = choice && std::strcmp(choice, "sm90") == 0;
     if (choice && std::strcmp(choice, "sm80") == 0) return false;
     if (!forced && !kSm90ForwardByDefault) return false;
-    return sm90a_compiled() && cc.major == 9 && cc.minor == 0 && sm90_forward_handles(p);
+    return sm90a_compiled() && device.cc_major == 9 && device.cc_minor == 0 && sm90_forward_handles(p);
 }
 
 }  // namespace
