@@ -6,7 +6,11 @@ per accumulator element) are too long and regular to write by hand.
 """
 import sys
 
-SHAPES_N = (64, 128)  # tile widths the Hopper kernels use: 64 keys per QK^T step, 64/128 head dims per PV step
+# Widths N the Hopper kernels use. SS (both operands in shared memory): S = Q K^T over a key tile of N keys (64 at
+# head dim 256, 128, 176 at head dim 128 without a causal or window mask, 80 and 192 for wider tiles to try). RS (A in
+# registers): O += P V, one 64-column box of V at a time.
+SS_N = (64, 80, 128, 176, 192)
+RS_N = (64,)
 DTYPES = (("bf16", "__nv_bfloat16"), ("f16", "__half"))
 PER_LINE = 8
 
@@ -80,11 +84,23 @@ def main():
 namespace flashattn::ptx {
 
 """)
-    for n in SHAPES_N:
-        for ptx_type, cxx_type in DTYPES:
-            for form in ("ss", "rs"):
+    for form, widths in (("ss", SS_N), ("rs", RS_N)):
+        for n in widths:
+            for ptx_type, cxx_type in DTYPES:
                 out.write(wrapper(form, n, ptx_type, cxx_type))
                 out.write("\n")
+    chain = "\n    else ".join(f"if constexpr (N == {n})\n        wgmma_ss_m64n{n}k16(d, desc_a, desc_b, scale_d, e);"
+                              for n in SS_N)
+    out.write(f"""// The SS product of a width chosen at compile time (a kernel's key tile): one of the wrappers above.
+template <int N, typename Elem>
+__device__ __forceinline__ void wgmma_ss_m64k16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d,
+                                                Elem e) {{
+    {chain}
+    else
+        static_assert(N < 0, "no wgmma wrapper of this width: add it to SS_N in scripts/gen_wgmma.py");
+}}
+
+""")
     out.write("}  // namespace flashattn::ptx\n")
 
 

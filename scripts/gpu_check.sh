@@ -8,11 +8,12 @@
 # One call of the device tool may run 10 minutes: with every step on, pass --quick to the benchmarks or skip some.
 #   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1 / FLASHATTN_SKIP_PYTHON=1   skip those steps
 #   FLASHATTN_SKIP_TRAINING_BENCH=1   of the benchmarks, run the decode one only
+#   FLASHATTN_SKIP_PYTHON_BENCH=1     skip bench/bench_python.py (the Python API training benchmark)
 #   FLASHATTN_NCU=1   also profile (Nsight Compute, where installed) one launch each of the Hopper forward at hd128
 #                     8k and of the kv-cache kernel at decode batch 1: speed of light, warp stalls, pipes -> ncu_*.txt
 #   FLASHATTN_FORWARD_VARIANTS  on compute capability 9.0, the forwards also swept beside the default, as
-#                               "path:schedule[:persistent]" words (default "sm80:serial1 sm90:overlap
-#                               sm90:specialised_free sm90:specialised:1")
+#                               "path:schedule[:persistent[:block_n]]" words (default "sm80:serial1
+#                               sm90:specialised:0:128 sm90:specialised_free sm90:specialised:1")
 # The Python package is installed with pip (no build isolation: the machine may be offline, so scikit-build-core and
 # nanobind must be installed) into a folder of its own, and its tests and benchmark run against that installation
 # under the machine's torch.
@@ -150,22 +151,23 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_TRAINING_BENCH:-
   note "bench: rc $? in $(( $(date +%s) - t0 )) s"
   tail -60 "$out/bench.log"
   if [ "$cc_now" = 90 ]; then  # the other forward shapes for comparison (the backward rows repeat)
-    for variant in ${FLASHATTN_FORWARD_VARIANTS:-"sm80:serial1" "sm90:overlap" "sm90:specialised_free" "sm90:specialised:1"}; do
-      IFS=: read -r path schedule persistent <<< "$variant"
+    for variant in ${FLASHATTN_FORWARD_VARIANTS:-"sm80:serial1" "sm90:specialised:0:128" "sm90:specialised_free" "sm90:specialised:1"}; do
+      IFS=: read -r path schedule persistent block_n <<< "$variant"
       persistent=${persistent:-0}
-      name="bench_${path}_${schedule}_p${persistent}"
+      name="bench_${path}_${schedule}_p${persistent}${block_n:+_n$block_n}"
       t0=$(date +%s)
-      FLASHATTN_FORWARD_PATH=$path FLASHATTN_SM90_SCHEDULE=$schedule FLASHATTN_SM90_PERSISTENT=$persistent timeout 300 \
+      FLASHATTN_FORWARD_PATH=$path FLASHATTN_SM90_SCHEDULE=$schedule FLASHATTN_SM90_PERSISTENT=$persistent \
+        FLASHATTN_SM90_BLOCK_N=${block_n:-} timeout 300 \
         python3 "$root/bench/bench_sweep.py" --lib "$build/libflashattn.so" --json "$out/$name.json" --forward-only \
         ${FLASHATTN_BENCH_ARGS:-} > "$out/$name.log" 2>&1
-      note "bench, FLASHATTN_FORWARD_PATH=$path FLASHATTN_SM90_SCHEDULE=$schedule FLASHATTN_SM90_PERSISTENT=$persistent: rc $? in $(( $(date +%s) - t0 )) s"
+      note "bench, FLASHATTN_FORWARD_PATH=$path FLASHATTN_SM90_SCHEDULE=$schedule FLASHATTN_SM90_PERSISTENT=$persistent FLASHATTN_SM90_BLOCK_N=${block_n:-}: rc $? in $(( $(date +%s) - t0 )) s"
       grep -E 'geometric' "$out/$name.log" | tee -a "$summary"
     done
   fi
 fi
 # The Python API's benchmark (the installed package, autograd and allocation included), with its plot.
 if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "$py_usable" -eq 1 ]; then
-  if [ "${FLASHATTN_SKIP_TRAINING_BENCH:-0}" != 1 ]; then
+  if [ "${FLASHATTN_SKIP_TRAINING_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_PYTHON_BENCH:-0}" != 1 ]; then
     t0=$(date +%s)
     (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_python.py" --out "$out" ${FLASHATTN_BENCH_ARGS:-} \
        > "$out/bench_python.log" 2>&1)

@@ -30,7 +30,7 @@ SECS=(--section SpeedOfLight --section WarpStateStats --section SchedulerStats -
 t0=$(date +%s)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA_ARCHS=90a \
   -DFLASHATTN_BUILD_TESTS=OFF -DFLASHATTN_BUILD_PYTHON=OFF > "$work/build.log" 2>&1 &&
-  ninja -C "$build" flashattn >> "$work/build.log" 2>&1 || ninja -C "$build" >> "$work/build.log" 2>&1 ||
+  ninja -C "$build" libflashattn.so >> "$work/build.log" 2>&1 || ninja -C "$build" >> "$work/build.log" 2>&1 ||
   { note "build FAILED"; tail -30 "$work/build.log"; exit 1; }
 note "build: $(( $(date +%s) - t0 )) s"
 # One shape through the C ABI (bench_sweep.py's bindings): ours [fwd|bwd] batch seqlen headdim reps

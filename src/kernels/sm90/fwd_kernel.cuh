@@ -8,12 +8,8 @@
 //   layout, so the masks and the online softmax are the Ampere kernel's (sm80/warp_tiles.cuh) unchanged;
 //   O += P V takes P from those registers (wgmma's register A operand) and V from shared memory as an N-major B.
 // Thread 0 issues the copies; a stage is refilled after the block's barrier at the end of the tile that used it.
-// With two warpgroups the K/V traffic per query row halves and one warpgroup's softmax can run while the other's
-// wgmma do (the warp schedulers interleave them; no explicit ping-pong yet).
-// fwd_sm90_overlap_kernel (one warpgroup, FLASHATTN_SM90_SCHEDULE=overlap) also overlaps each tile's softmax with the
-// previous tile's P V product: S(j) and P(j-1) V(j-1) are issued together, the exponentials of S(j) computed while
-// the second runs, and O rescaled once it is done; K takes three stages there.
-// fwd_specialised_kernel.cuh adds a producer warpgroup and two such consumer warpgroups. Features: causal and window
+// fwd_specialised_kernel.cuh, the default above head dim 64, adds a producer warpgroup and two consumer warpgroups
+// that overlap each tile's softmax with the previous tile's P V product. Features: causal and window
 // masks, softcap, ALiBi, GQA, varlen, any lengths; the dispatch sends dropout and attention probabilities to the
 // Ampere kernel.
 #pragma once
@@ -37,10 +33,9 @@ constexpr int kSm90SmemAlign = 1024;  // the 128-byte swizzle repeats every 8 ro
 
 // The schedules a block can run (fwd_launch.cu picks one):
 //   serial:      every warpgroup waits for each product at once; thread 0 issues the copies
-//   overlap:     one warpgroup, S(j) in flight with P(j-1) V(j-1); thread 0 issues the copies
-//   specialised: a producer warpgroup issues the copies, consumer warpgroups compute (each overlapped as above), and
-//                stages go back to the producer on "empty" mbarriers instead of block-wide barriers
-enum class Sm90Schedule { serial, overlap, specialised };
+//   specialised: a producer warpgroup issues the copies, consumer warpgroups compute with S(j) in flight beside
+//                P(j-1) V(j-1), and stages go back to the producer on "empty" mbarriers instead of block barriers
+enum class Sm90Schedule { serial, specialised };
 
 template <typename Elem_, int kHeadDim_, int kWarpgroups_, Sm90Schedule kSchedule_ = Sm90Schedule::serial,
           int kBlockN_ = 64, int kHeadDimV_ = kHeadDim_>
@@ -50,16 +45,13 @@ struct Sm90FwdTraits {
     static constexpr int kHeadDimV = kHeadDimV_;  // of v and the output
     static constexpr int kWarpgroups = kWarpgroups_;  // the warpgroups that compute (consumers)
     static constexpr Sm90Schedule kSchedule = kSchedule_;
-    static constexpr bool kOverlap = kSchedule != Sm90Schedule::serial;
     static constexpr bool kProducer = kSchedule == Sm90Schedule::specialised;
     static constexpr int kRowsPerWarpgroup = 64;  // wgmma's M
     static constexpr int kBlockM = kRowsPerWarpgroup * kWarpgroups;
     static constexpr int kBlockN = kBlockN_;  // keys per tile: S is m64 x kBlockN, kBlockN / 2 accumulators a thread
     static constexpr int kThreads = 128 * (kWarpgroups + (kProducer ? 1 : 0));
-    // Stages of the K and V rings. Overlapped with thread 0 refilling after a block barrier, S(j) runs while V(j-1)
-    // is still in use: K needs one stage more. With a producer, the empty barriers hand each stage back as soon as
-    // it is read.
-    static constexpr int kKStages = kSchedule == Sm90Schedule::overlap ? 3 : 2;
+    // Stages of the K and V rings. With a producer, the empty barriers hand each stage back as soon as it is read.
+    static constexpr int kKStages = 2;
     static constexpr int kVStages = 2;
     static constexpr int kBoxCols = 64;  // 16-bit columns in one 128-byte swizzled row
     static constexpr int kBoxes = kHeadDim / kBoxCols;    // of a Q or K tile
@@ -86,10 +78,8 @@ struct Sm90FwdTraits {
     static constexpr int kConsumerRegs = 240;
     static_assert(kHeadDim % kBoxCols == 0 && kHeadDimV % kBoxCols == 0, "whole 64-column boxes");
     static_assert(kHeadDimV <= kHeadDim, "the output is staged in the Q tile");
-    static_assert(kBlockN == 64 || kBlockN == 128, "wgmma n64 or n128 for S");
+    static_assert(kBlockN % 16 == 0, "whole k16 steps of the P V product (wgmma_ops.cuh has S's widths)");
     static_assert(kBlockM <= 256 && kBlockN <= 256, "one copy-engine box holds a tile's rows");
-    static_assert(kSchedule != Sm90Schedule::overlap || kWarpgroups == 1,
-                  "the thread-0 overlapped schedule is written for one warpgroup");
     static_assert(!kProducer || kProducerRegs + kWarpgroups * kConsumerRegs <= (kWarpgroups + 1) * kLaunchRegs,
                   "the producer's and consumers' budgets fit the registers the block was launched with");
 };
@@ -275,10 +265,7 @@ __device__ __forceinline__ void issue_qk(float (&acc_s)[T::kMTiles][T::kNTiles][
         const uint32_t box_bytes = box * T::kBlockN * T::kRowBytes;
         const uint64_t desc_q = ptx::smem_desc_sw128(q_smem + box * T::kBlockM * T::kRowBytes + step);
         const uint64_t desc_k = ptx::smem_desc_sw128(k_smem + box_bytes + step);
-        if constexpr (T::kBlockN == 128)
-            ptx::wgmma_ss_m64n128k16(s_flat, desc_q, desc_k, ks > 0 ? 1 : 0, typename T::Elem());
-        else
-            ptx::wgmma_ss_m64n64k16(s_flat, desc_q, desc_k, ks > 0 ? 1 : 0, typename T::Elem());
+        ptx::wgmma_ss_m64k16<T::kBlockN>(s_flat, desc_q, desc_k, ks > 0 ? 1 : 0, typename T::Elem());
     }
     ptx::wgmma_commit();
 }
@@ -521,100 +508,6 @@ __global__ void __launch_bounds__(T::kThreads)
 
         __syncthreads();  // every warp is done with stage st: refill it
         if (tid == 0 && n_tile + T::kKStages < at.n_tile_end) issue_kv(n_tile + T::kKStages, st);
-    }
-    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at, s.q[0]);
-#endif
-}
-
-// ----- the overlapped kernel: S(j) and P(j-1) V(j-1) in flight together --------------------------------------------
-
-template <class T>
-__global__ void __launch_bounds__(T::kThreads)
-    fwd_sm90_overlap_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                            const __grid_constant__ CUtensorMap map_v, const AttnParams p) {
-#if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
-    __trap();
-#else
-    static_assert(T::kSchedule == Sm90Schedule::overlap, "the overlapped schedule's traits");
-    extern __shared__ unsigned char smem_raw[];
-    Sm90FwdSmem<T>& s = sm90_smem<T>(smem_raw);
-    const int tid = threadIdx.x;
-    const Sm90Place<T> at(p, tid);
-    if (at.rows <= 0) return;  // a varlen block past its sequence (the whole block alike)
-    init_barriers<T>(s);
-    const int tiles = at.n_tile_end - at.n_tile_begin;
-
-    // Thread 0 only. Tile i's K goes to stage i % kKStages, its V to stage i % kVStages.
-    auto issue_k = [&](int i) {
-        const int st = i % T::kKStages;
-        load_k<T>(s, st, &map_k, at.k_row0 + (at.n_tile_begin + i) * T::kBlockN, at);
-    };
-    auto issue_v = [&](int i) {
-        const int st = i % T::kVStages;
-        load_v<T>(s, st, &map_v, at.k_row0 + (at.n_tile_begin + i) * T::kBlockN, at);
-    };
-    if (tid == 0) {
-        load_q<T>(s, &map_q, at);
-        for (int i = 0; i < T::kKStages && i < tiles; ++i) issue_k(i);
-        for (int i = 0; i < T::kVStages && i < tiles; ++i) issue_v(i);
-    }
-    auto wait_k = [&](int i) { ptx::mbarrier_wait(&s.k_full[i % T::kKStages], (i / T::kKStages) % 2); };
-    auto wait_v = [&](int i) { ptx::mbarrier_wait(&s.v_full[i % T::kVStages], (i / T::kVStages) % 2); };
-    auto k_smem = [&](int i) { return ptx::smem_addr(s.k[i % T::kKStages][0]); };
-    auto v_smem = [&](int i) { return ptx::smem_addr(s.v[i % T::kVStages][0]); };
-
-    float acc_o[T::kMTiles][T::kDTiles][4];
-    float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
-    start_rows<T>(acc_o, row_max, row_sum);
-    auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
-    const uint32_t q_smem = ptx::smem_addr(s.q[0]) + at.q_rows_offset;
-    const float exp2_mult = score_exp2_mult(p);
-    float acc_s[T::kMTiles][T::kNTiles][4] = {};
-    auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
-    uint32_t a_frag[T::kPvSteps][4];  // P of the previous tile, the operand of the product in flight
-    float rescale[T::kMTiles][2];
-
-    ptx::mbarrier_wait(&s.q_full, 0);
-    if (tiles > 0) {
-        // Tile 0: S alone (O is still zero, so no rescale is pending).
-        wait_k(0);
-        issue_qk<T>(acc_s, q_smem, k_smem(0));
-        ptx::wgmma_wait<0>();
-        ptx::fence_registers(s_flat);
-        prepare_scores<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
-        softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
-        pack_p<T>(a_frag, acc_s);
-        __syncthreads();  // K(0) is no longer read
-        if (tid == 0 && T::kKStages < tiles) issue_k(T::kKStages);
-    }
-    for (int i = 1; i < tiles; ++i) {
-        wait_k(i);
-        issue_qk<T>(acc_s, q_smem, k_smem(i));   // group 1: S(i)
-        wait_v(i - 1);
-        issue_pv<T>(acc_o, a_frag, v_smem(i - 1));  // group 2: O += P(i-1) V(i-1)
-        ptx::wgmma_wait<1>();                      // S(i) is done; the product may still run
-        ptx::fence_registers(s_flat);
-        prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
-        softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
-        ptx::wgmma_wait<0>();                      // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
-        ptx::fence_registers(o_flat);
-        rescale_rows<T>(acc_o, rescale);
-        pack_p<T>(a_frag, acc_s);
-        __syncthreads();  // K(i) and V(i-1) are no longer read
-        if (tid == 0) {
-            if (i + T::kKStages < tiles) issue_k(i + T::kKStages);
-            if (i + 1 < tiles) issue_v(i + 1);  // into V(i-1)'s stage
-        }
-    }
-    if (tiles > 0) {
-        wait_v(tiles - 1);
-        if (v_tail_needs_zeros<T>(p, at)) {
-            zero_v_tail<T>(s.v[(tiles - 1) % T::kVStages][0], at, tid, T::kThreads);
-            __syncthreads();
-        }
-        issue_pv<T>(acc_o, a_frag, v_smem(tiles - 1));
-        ptx::wgmma_wait<0>();
-        ptx::fence_registers(o_flat);
     }
     store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at, s.q[0]);
 #endif

@@ -1,13 +1,15 @@
 // Launching the Hopper forward: tensor maps for Q, K and V, the grid, the shared memory. Instances: float16,
-// bfloat16 x head dims 64, 128 x four schedules, and in the specialised schedule alone head dim 256 and q/k head dim
-// 192 with v head dim 128; head dims below a bucket are zero-filled by the copy engine.
+// bfloat16 x head dims 64, 128 x {serial1, specialised with 128-key tiles, specialised with 176-key tiles}, and in
+// the specialised schedule alone head dim 256 (64- and 80-key tiles) and q/k head dim 192 with v head dim 128; head
+// dims below a bucket are zero-filled by the copy engine.
 // FLASHATTN_SM90_SCHEDULE picks the schedule (bench/NOTES_sm90.md has each one's measurements; unset: specialised
 // at head dims above 64, serial1 up to 64):
 //   serial1     one warpgroup a block, each product waited for at once, 64-key tiles
-//   serial2     the same with two warpgroups a block
-//   overlap     one warpgroup, each softmax overlapped with the previous tile's P V product
-//   specialised a producer warpgroup and two overlapped consumer warpgroups taking turns, 128-key tiles
+//   specialised a producer warpgroup and two overlapped consumer warpgroups taking turns
 //   specialised_free  the same without turns
+// Key tiles of the specialised schedule where no causal or window mask applies: 176 keys up to head dim 128 (128
+// otherwise), 80 at head dim 256 (64 otherwise): fewer softmax rounds and barriers per product.
+// FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere.
 // The specialised kernel runs one block a work tile, or with FLASHATTN_SM90_PERSISTENT=1 one block an SM looping
 // over the tiles (its output then written 4 bytes at a time: bench/NOTES_sm90.md).
 #include <cuda_runtime.h>
@@ -32,13 +34,22 @@ namespace {
 
 constexpr int kSmallBucket = 64, kLargeBucket = 128, kHugeBucket = 256;
 // Above kLargeBucket only the specialised schedule is compiled, with 64-key tiles: O alone is 128 registers a thread
-// at head dim 256, and S, P and O of a 128-key tile would not fit a consumer's 240.
-constexpr int kHugeBlockN = 64;
+// at head dim 256, and S, P and O of a 128-key tile would not fit a consumer's 240. Without masks 80-key tiles
+// (S 40 and P 20 registers; Q and two stages of K and V take 225 KB of shared memory).
+constexpr int kHugeBlockN = 64, kHugeWideBlockN = 80;
 // q/k head dims in (128, 192] with v head dims up to 128 (the 192/128 shape of multi-head latent attention): the
 // specialised schedule, 128-key tiles (S, P and an O of 128 columns fit as at head dim 128).
 constexpr int kWideQkBucket = 192;
 bool wide_qk_narrow_v(const AttnParams& p) {
     return p.head_dim > kLargeBucket && p.head_dim <= kWideQkBucket && p.head_dim_v <= kLargeBucket;
+}
+// Key tiles of the specialised schedule up to head dim 128 where every key is visible to every row: S 88, P 44 and
+// O 64 registers a thread at head dim 128; 2 x (K + V) stages and Q take 209 KB of shared memory.
+constexpr int kWideBlockN = 176;
+bool wide_key_tiles(const AttnParams& p) {
+    const char* forced = std::getenv("FLASHATTN_SM90_BLOCK_N");
+    if (forced && std::string(forced) == "128") return false;
+    return p.window_left < 0 && p.window_right < 0;
 }
 constexpr int64_t kTmaStrideElems = 8;    // the copy engine's strides are multiples of 16 bytes
 constexpr uintptr_t kTmaBaseAlign = 16;
@@ -98,12 +109,12 @@ void launch(const AttnParams& p, bool take_turns) {
     const auto kernel = [persistent] {
         if constexpr (T::kSchedule == Sm90Schedule::specialised)
             return persistent ? fwd_sm90_specialised_kernel<T, true> : fwd_sm90_specialised_kernel<T, false>;
-        else if constexpr (T::kSchedule == Sm90Schedule::overlap)
-            return fwd_sm90_overlap_kernel<T>;
         else
             return fwd_sm90_kernel<T>;
     }();
     constexpr int kSmem = sm90_fwd_smem_bytes<T>();
+    constexpr int kMaxSmemPerBlock = 227 * 1024;  // compute capability 9.0's opt-in limit
+    static_assert(kSmem <= kMaxSmemPerBlock, "Q and the K/V stages fit one block's shared memory");
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
                "cudaFuncSetAttribute(Hopper forward shared memory)");
     const int m_blocks = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM;
@@ -143,18 +154,22 @@ void launch_dtype(const AttnParams& p) {
         return;
     }
     if (p.head_dim > kLargeBucket) {
-        launch<Sm90FwdTraits<ElemOf<kElem>, kHugeBucket, 2, Sm90Schedule::specialised, kHugeBlockN>>(
-            p, schedule != "specialised_free");
+        if (wide_key_tiles(p))
+            launch<Sm90FwdTraits<ElemOf<kElem>, kHugeBucket, 2, Sm90Schedule::specialised, kHugeWideBlockN>>(
+                p, schedule != "specialised_free");
+        else
+            launch<Sm90FwdTraits<ElemOf<kElem>, kHugeBucket, 2, Sm90Schedule::specialised, kHugeBlockN>>(
+                p, schedule != "specialised_free");
         return;
     }
-    if (schedule == "specialised" || schedule == "specialised_free")
-        launch_shape<kElem, 2, Sm90Schedule::specialised, 128>(p, schedule == "specialised");
-    else if (schedule == "overlap")
-        launch_shape<kElem, 1, Sm90Schedule::overlap, 64>(p);
-    else if (schedule == "serial2")
-        launch_shape<kElem, 2, Sm90Schedule::serial, 64>(p);
-    else
+    if (schedule == "specialised" || schedule == "specialised_free") {
+        if (wide_key_tiles(p))
+            launch_shape<kElem, 2, Sm90Schedule::specialised, kWideBlockN>(p, schedule == "specialised");
+        else
+            launch_shape<kElem, 2, Sm90Schedule::specialised, 128>(p, schedule == "specialised");
+    } else {
         launch_shape<kElem, 1, Sm90Schedule::serial, 64>(p);
+    }
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 //   producer (warpgroup 0, one thread): a work tile's Q; then for every key tile K into its K stage and V into its V
 //     stage, each stage (and Q) first waited for on its "empty" mbarrier. It keeps kProducerRegs registers
 //     (setmaxnreg) so the consumers can hold theirs.
-//   consumers: the overlapped step of fwd_sm90_overlap_kernel: S(j) = Q K(j)^T and O += P(j-1) V(j-1) in flight
+//   consumers: the overlapped step: S(j) = Q K(j)^T and O += P(j-1) V(j-1) in flight
 //     together, the exponentials of S(j) computed while the second runs, O rescaled once it is done. Each warp hands
 //     a stage back (one arrival on its empty mbarrier) as soon as the wgmma wait that covers its reads returns, so
 //     the producer refills it without a block-wide barrier.
