@@ -26,7 +26,7 @@ constexpr int kMinComputeMajor = 8;  // mma.sync m16n8k16 with bf16, cp.async: s
 using FwdFn = void (*)(const AttnParams&);
 using BwdFn = void (*)(const AttnParams&, const BwdPlan&);
 using KvcFn = void (*)(const AttnParams&, const KvcPlan&);
-using OccupancyFn = int (*)();
+using OccupancyFn = int (*)(const AttnParams&);
 
 // The launchers of one dtype and head dim bucket.
 struct Sm80Launchers {
@@ -270,14 +270,14 @@ size_t kvcache_workspace_bytes(const AttnParams& p) {
     // needs none (its run is refused).
     const Sm80Launchers l = sm80_launchers_or_none(p);
     if (!l.kvc_blocks_per_sm) return 0;
-    return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm()).workspace_bytes;
+    return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm(p)).workspace_bytes;
 }
 
 void run_kvcache(const AttnParams& p) {
     if (p.batch == 0 || (p.seqlen_q == 0 && p.seqlen_new == 0)) return;
     require_supported_device();
     const Sm80Launchers launchers = sm80_launchers(p, "kv-cache forward");
-    const KvcPlan plan = make_kvc_plan(p, current_sm_count(), launchers.kvc_blocks_per_sm());
+    const KvcPlan plan = make_kvc_plan(p, current_sm_count(), launchers.kvc_blocks_per_sm(p));
     if (p.workspace_bytes < plan.workspace_bytes || (plan.workspace_bytes > 0 && !p.workspace))
         throw Error(Status::invalid_argument, "workspace: the kv-cache forward needs " +
                                                   std::to_string(plan.workspace_bytes) +

@@ -243,3 +243,13 @@ def test_head_dims_and_many_query_rows(device, head_dim):
     # More packed rows (seqlen_q x query heads per kv head) than one tile, and head dims padded to a bucket.
     check(device, torch.float16, batch=2, seqlen_q=9, nheads=16, nheads_k=2, head_dim=head_dim, seqlen_cache=300,
           seqlen_new=9, rotary_dim=head_dim // 2 // 8 * 8, causal=True, page_size=None)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("seqlen_q", [1, 4, 5])
+def test_decode_shapes_window_softcap_splits(device, seqlen_q):
+    # The serving shape (32 query heads on 8 kv heads, head dim 128): 4 and 16 packed rows take the kernel whose
+    # warps split each key tile, 20 the one whose warps split the rows; a window, softcap and split-KV on top.
+    check(device, torch.bfloat16, batch=2, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,
+          seqlen_cache=3000, seqlen_new=seqlen_q, lengths=[2900, 1234], window_size=(700, 0), softcap=4.0,
+          causal=True)

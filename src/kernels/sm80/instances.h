@@ -19,13 +19,13 @@ void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan);
 
 // How many blocks of the kv-cache attention kernel fit on one SM of the current device (its split heuristic's input).
 template <ElemType kElem, int kHeadDim>
-int kvc_blocks_per_sm_sm80();
+int kvc_blocks_per_sm_sm80(const AttnParams& p);
 
 #define FLASHATTN_DECLARE_SM80(ELEM, HDIM)                                                   \
     extern template void launch_fwd_sm80<ElemType::ELEM, HDIM>(const AttnParams&);           \
     extern template void launch_bwd_sm80<ElemType::ELEM, HDIM>(const AttnParams&, const BwdPlan&); \
     extern template void launch_kvc_sm80<ElemType::ELEM, HDIM>(const AttnParams&, const KvcPlan&); \
-    extern template int kvc_blocks_per_sm_sm80<ElemType::ELEM, HDIM>();
+    extern template int kvc_blocks_per_sm_sm80<ElemType::ELEM, HDIM>(const AttnParams&);
 #define FLASHATTN_DECLARE_SM80_ALL_DIMS(ELEM) \
     FLASHATTN_DECLARE_SM80(ELEM, 64)          \
     FLASHATTN_DECLARE_SM80(ELEM, 96)          \

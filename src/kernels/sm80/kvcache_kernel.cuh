@@ -24,25 +24,90 @@
 
 namespace flashattn::kernels {
 
-template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_>
+// Two ways to share a tile among the warps: along rows (each warp its m16 tiles of the block's rows against all the
+// tile's keys), or, where the block has a single m16 tile of rows (decode: a few query heads of one kv head), along
+// keys (kWarpsSplitKeys: every warp the same 16 rows against its kWarpKeys-wide slice of each tile, each with its own
+// running max, sums and O, merged across the warps once at the end). Along keys no warp computes padding rows only.
+template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kWarpsSplitKeys_ = false>
 struct KvcTraits {
     using Elem = Elem_;
     static constexpr int kHeadDim = kHeadDim_;
     static constexpr int kBlockM = kBlockM_;  // packed query rows
     static constexpr int kBlockN = kBlockN_;  // keys per tile
     static constexpr int kWarps = kWarps_;
+    static constexpr bool kWarpsSplitKeys = kWarpsSplitKeys_;
     static constexpr int kThreads = kWarps * 32;
-    static constexpr int kRowsPerWarp = kBlockM / kWarps;
+    static constexpr int kRowsPerWarp = kWarpsSplitKeys ? kBlockM : kBlockM / kWarps;
+    static constexpr int kWarpKeys = kWarpsSplitKeys ? kBlockN / kWarps : kBlockN;  // a warp's keys of each tile
     static constexpr int kMTiles = kRowsPerWarp / 16;
-    static constexpr int kNTiles = kBlockN / 8;
+    static constexpr int kNTiles = kWarpKeys / 8;
     static constexpr int kDTiles = kHeadDim / 8;
     static constexpr int kQkSteps = kHeadDim / 16;
-    static constexpr int kPvSteps = kBlockN / 16;
+    static constexpr int kPvSteps = kWarpKeys / 16;
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
     static constexpr int kKeyBuffers = 2;  // K tiles: the next one streams in while this one is used
     static constexpr int kSmemBytes = (kBlockM + (kKeyBuffers + 1) * kBlockN) * kStride * 2;  // Q, K x 2, V
-    static_assert(kRowsPerWarp % 16 == 0 && kBlockN % 16 == 0, "whole mma tiles");
+    // Along keys, the warps' partial O (fp32, rows padded against bank conflicts) and (max, sum) pairs meet in the
+    // K and V buffers once the loop is done.
+    static constexpr int kMergeStride = kHeadDim + 8;
+    static constexpr int kMergeBytes = kWarps * kBlockM * (kMergeStride + 2) * 4;
+    static_assert(kRowsPerWarp % 16 == 0 && kWarpKeys % 16 == 0, "whole mma tiles");
+    static_assert(!kWarpsSplitKeys || (kMTiles == 1 && kMergeBytes <= (kKeyBuffers + 1) * kBlockN * kStride * 2),
+                  "along keys: one m16 tile of rows, and the merge fits the K and V buffers");
 };
+
+// Along keys: merge the warps' (max, sum, O) of the same 16 rows. Each warp leaves its unnormalised O and its rows'
+// max (score units) and sum in `merge`; then thread t takes row t / 8 and a column segment, rescales every warp's
+// part to the common max and adds them. Returns, through `emit`, the row's normalised columns and LSE.
+template <class T, class Emit>
+__device__ __forceinline__ void merge_key_slices(const float (&acc_o)[1][T::kDTiles][4], const float (&row_max)[1][2],
+                                                 const float (&row_sum)[1][2], float exp2_mult, float* merge,
+                                                 int warp, int lane, int tid, Emit emit) {
+    constexpr int kRowsMerged = 16, kSegments = T::kThreads / kRowsMerged, kSegCols = T::kHeadDim / kSegments;
+    static_assert(T::kThreads % kRowsMerged == 0 && T::kHeadDim % (4 * kSegments) == 0, "whole float4 segments");
+    float* stats = merge + T::kWarps * kRowsMerged * T::kMergeStride;  // (warp, row) -> max, sum
+    const int group = lane / 4, tig = lane % 4;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int r = group + 8 * half;
+        const float sum = ptx::quad_sum(row_sum[0][half]);
+        if (tig == 0) {
+            stats[(warp * kRowsMerged + r) * 2] = row_max[0][half];
+            stats[(warp * kRowsMerged + r) * 2 + 1] = sum;
+        }
+        float* row = merge + (warp * kRowsMerged + r) * T::kMergeStride;
+#pragma unroll
+        for (int dt = 0; dt < T::kDTiles; ++dt)
+            *reinterpret_cast<float2*>(row + dt * 8 + 2 * tig) = make_float2(acc_o[0][dt][2 * half], acc_o[0][dt][2 * half + 1]);
+    }
+    __syncthreads();
+    const int r = tid / kSegments, c0 = (tid % kSegments) * kSegCols;
+    float top = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < T::kWarps; ++w) top = fmaxf(top, stats[(w * kRowsMerged + r) * 2]);
+    float weight[T::kWarps], total = 0.f;
+#pragma unroll
+    for (int w = 0; w < T::kWarps; ++w) {
+        const float m = stats[(w * kRowsMerged + r) * 2];
+        weight[w] = m == -INFINITY ? 0.f : ptx::exp2_fast((m - top) * exp2_mult);
+        total += weight[w] * stats[(w * kRowsMerged + r) * 2 + 1];
+    }
+    const bool empty = !(total > 0.f);
+    const float inv = empty ? 0.f : 1.f / total;
+    float out[kSegCols];
+#pragma unroll
+    for (int c = 0; c < kSegCols; c += 4) {
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int w = 0; w < T::kWarps; ++w) {
+            const float4 o = *reinterpret_cast<const float4*>(merge + (w * kRowsMerged + r) * T::kMergeStride + c0 + c);
+            acc.x += weight[w] * o.x, acc.y += weight[w] * o.y, acc.z += weight[w] * o.z, acc.w += weight[w] * o.w;
+        }
+        out[c] = acc.x * inv, out[c + 1] = acc.y * inv, out[c + 2] = acc.z * inv, out[c + 3] = acc.w * inv;
+    }
+    const float lse_natural = empty ? 0.f : top * exp2_mult * kLn2 + logf(total);
+    emit(r, c0, out, empty, lse_natural);
+}
 
 // The key tiles [begin, end) of split `split` out of `num_splits` over the tiles [first, last).
 struct TileRange {
@@ -103,7 +168,8 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
     const TileRange tiles = split_tiles(all_begin, all_end, split, plan.num_splits);
 
     // Each thread's rows: token, head, visible keys and ALiBi slope, fixed for the whole block.
-    const int warp_row0 = warp * T::kRowsPerWarp;
+    const int warp_row0 = T::kWarpsSplitKeys ? 0 : warp * T::kRowsPerWarp;
+    const int warp_key0 = T::kWarpsSplitKeys ? warp * T::kWarpKeys : 0;  // this warp's first key of each tile
     int row_token[T::kMTiles][2];
     KeyRange row_keys[T::kMTiles][2];
     float row_slope[T::kMTiles][2];
@@ -159,7 +225,7 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
 
         // ---- S = Q K^T -------------------------------------------------------------------------------------------
         float acc_s[T::kMTiles][T::kNTiles][4];
-        const Elem* sK_now = key_buffer(n_tile);
+        const Elem* sK_now = key_buffer(n_tile) + warp_key0 * T::kStride;
         scores_tile<T>(acc_s, sK_now, lane, [&](uint32_t(&a)[4], int mt, int ks) {
             ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (warp_row0 + mt * 16 + lane % 16) * T::kStride + ks * 16 +
                                                (lane / 16) * 8));
@@ -175,7 +241,7 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
                     for (int i = 0; i < 4; ++i) {
                         float s = acc_s[mt][nt][i];
                         s = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(s * softcap_in) : s * p.scale;
-                        const int col = n0 + nt * 8 + 2 * tig + i % 2;
+                        const int col = n0 + warp_key0 + nt * 8 + 2 * tig + i % 2;
                         acc_s[mt][nt][i] = s + alibi_bias(row_slope[mt][i / 2], row_token[mt][i / 2], col,
                                                           p.seqlen_q, seq.seqlen_k);
                     }
@@ -190,7 +256,7 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
                     for (int nt = 0; nt < T::kNTiles; ++nt)
 #pragma unroll
                         for (int j = 0; j < 2; ++j) {
-                            const int col = n0 + nt * 8 + 2 * tig + j;
+                            const int col = n0 + warp_key0 + nt * 8 + 2 * tig + j;
                             if (col < row_keys[mt][half].begin || col >= row_keys[mt][half].end)
                                 acc_s[mt][nt][2 * half + j] = -INFINITY;
                         }
@@ -203,50 +269,79 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
         __syncthreads();  // V(n_tile) landed (K(n_tile + 1) may still be in flight)
 
         // ---- O += P V ------------------------------------------------------------------------------------------------
-        accumulate_pv<T>(acc_o, acc_s, sV, lane);
+        accumulate_pv<T>(acc_o, acc_s, sV + warp_key0 * T::kStride, lane);
     }
 
     // ---- epilogue ------------------------------------------------------------------------------------------------------
     ptx::cp_async_wait<0>();
     __syncthreads();  // every warp is done with Q, K, V
-    const float max_to_natural = exp2_mult * kLn2;
     const bool partial = plan.num_splits > 1;
-#pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const float sum = ptx::quad_sum(row_sum[mt][half]);
-            const bool empty = !(sum > 0.f);
-            const float inv = empty ? 0.f : 1.f / sum;
-            const int local = warp_row0 + mt * 16 + group + 8 * half;
-            const int packed = m0 + local;
-            const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[mt][half] * max_to_natural + logf(sum);
+    auto partial_row = [&](int packed) {  // this split's row of the partial results
+        return ((int64_t(split) * p.batch + b) * p.nheads + head_of(packed)) * p.seqlen_q + token_of(packed);
+    };
+    if constexpr (T::kWarpsSplitKeys) {
+        merge_key_slices<T>(acc_o, row_max, row_sum, exp2_mult, reinterpret_cast<float*>(sK), warp, lane, tid,
+                            [&](int r, int c0, const auto& cols, bool empty, float lse_natural) {
+            constexpr int kSegCols = T::kHeadDim / (T::kThreads / 16);  // merge_key_slices' segments
+            const int packed = m0 + r;
+            const float lse = empty ? (partial ? -INFINITY : INFINITY) : lse_natural;
+            const bool lse_writer = c0 == 0 && r < rows;
             if (partial) {
                 // A split that saw no key leaves O = 0 and LSE = -inf: the combine gives it weight 0.
-                if (local < rows) {
-                    const int64_t row_index =
-                        ((int64_t(split) * p.batch + b) * p.nheads + head_of(packed)) * p.seqlen_q + token_of(packed);
-                    float* o = plan.o_accum + row_index * p.head_dim_v;
+                if (r < rows) {
+                    float* o = plan.o_accum + partial_row(packed) * p.head_dim_v + c0;
 #pragma unroll
-                    for (int dt = 0; dt < T::kDTiles; ++dt) {
-                        const int col = dt * 8 + 2 * tig;
-                        if (col < p.head_dim_v) {
-                            o[col] = acc_o[mt][dt][2 * half] * inv;
-                            o[col + 1] = acc_o[mt][dt][2 * half + 1] * inv;
-                        }
-                    }
-                    if (tig == 0) plan.lse_accum[row_index] = lse;
+                    for (int c = 0; c < kSegCols; c += 4)
+                        if (c0 + c < p.head_dim_v)
+                            *reinterpret_cast<float4*>(o + c) = make_float4(cols[c], cols[c + 1], cols[c + 2], cols[c + 3]);
                 }
+                if (lse_writer) plan.lse_accum[partial_row(packed)] = lse;
             } else {
 #pragma unroll
-                for (int dt = 0; dt < T::kDTiles; ++dt)
-                    ptx::st_shared_32(ptx::smem_addr(sQ + local * T::kStride + dt * 8 + 2 * tig),
-                                      ptx::pack2(acc_o[mt][dt][2 * half] * inv, acc_o[mt][dt][2 * half + 1] * inv,
-                                                 Elem()));
-                if (p.softmax_lse && tig == 0 && local < rows)
+                for (int c = 0; c < kSegCols; c += 2)
+                    ptx::st_shared_32(ptx::smem_addr(sQ + r * T::kStride + c0 + c), ptx::pack2(cols[c], cols[c + 1], Elem()));
+                if (p.softmax_lse && lse_writer)
                     p.softmax_lse[b * p.lse_batch_stride + head_of(packed) * p.lse_head_stride + token_of(packed)] = lse;
             }
-        }
+        });
+    } else {
+        const float max_to_natural = exp2_mult * kLn2;
+#pragma unroll
+        for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const float sum = ptx::quad_sum(row_sum[mt][half]);
+                const bool empty = !(sum > 0.f);
+                const float inv = empty ? 0.f : 1.f / sum;
+                const int local = warp_row0 + mt * 16 + group + 8 * half;
+                const int packed = m0 + local;
+                const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[mt][half] * max_to_natural + logf(sum);
+                if (partial) {
+                    // A split that saw no key leaves O = 0 and LSE = -inf: the combine gives it weight 0.
+                    if (local < rows) {
+                        const int64_t row_index = partial_row(packed);
+                        float* o = plan.o_accum + row_index * p.head_dim_v;
+#pragma unroll
+                        for (int dt = 0; dt < T::kDTiles; ++dt) {
+                            const int col = dt * 8 + 2 * tig;
+                            if (col < p.head_dim_v) {
+                                o[col] = acc_o[mt][dt][2 * half] * inv;
+                                o[col + 1] = acc_o[mt][dt][2 * half + 1] * inv;
+                            }
+                        }
+                        if (tig == 0) plan.lse_accum[row_index] = lse;
+                    }
+                } else {
+#pragma unroll
+                    for (int dt = 0; dt < T::kDTiles; ++dt)
+                        ptx::st_shared_32(ptx::smem_addr(sQ + local * T::kStride + dt * 8 + 2 * tig),
+                                          ptx::pack2(acc_o[mt][dt][2 * half] * inv, acc_o[mt][dt][2 * half + 1] * inv,
+                                                     Elem()));
+                    if (p.softmax_lse && tig == 0 && local < rows)
+                        p.softmax_lse[b * p.lse_batch_stride + head_of(packed) * p.lse_head_stride + token_of(packed)] = lse;
+                }
+            }
+    }
     if (!partial) {
         __syncthreads();
         Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride;

@@ -22,6 +22,16 @@ namespace flashattn::kernels {
 constexpr int kKvcWideHeadDim = 128;
 template <typename Elem, int kHeadDim>
 using KvcTileShape = KvcTraits<Elem, kHeadDim, 64, (kHeadDim > kKvcWideHeadDim ? 32 : 64), 4>;
+// Up to 16 packed rows (decode: seqlen_q x query heads per kv head <= 16) and head dim 128: one m16 tile of rows,
+// the 4 warps along the keys of 64-key tiles (16 each), so that none computes padding rows alone. (Above 128 the
+// fp32 O of 16 rows spills: ptxas -v, 56 bytes at 192, 372 at 256.)
+constexpr int kKvcNarrowRows = 16;
+template <typename Elem, int kHeadDim>
+using KvcNarrowShape = KvcTraits<Elem, kHeadDim, kKvcNarrowRows, 64, 4, true>;
+template <int kHeadDim>
+bool kvc_narrow(const AttnParams& p) {
+    return kHeadDim <= kKvcWideHeadDim && int64_t(p.seqlen_q) * (p.nheads / p.nheads_k) <= kKvcNarrowRows;
+}
 
 // The attention kernel with its shared-memory limit raised (per kernel and device; cheap next to a launch).
 template <class T>
@@ -32,11 +42,10 @@ auto prepared_kvcache_kernel() {
     return kernel;
 }
 
-// Asked once per process (the first device's answer serves all: only the split heuristic reads it).
-template <ElemType kElem, int kHeadDim>
-int kvc_blocks_per_sm_sm80() {
+// Asked once per process and shape (the first device's answer serves all: only the split heuristic reads it).
+template <class T>
+int kvc_shape_blocks_per_sm() {
     static const int cached = [] {
-        using T = KvcTileShape<ElemOf<kElem>, kHeadDim>;
         const auto kernel = prepared_kvcache_kernel<T>();
         int blocks = 0;
         check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, T::kThreads, T::kSmemBytes),
@@ -45,6 +54,13 @@ int kvc_blocks_per_sm_sm80() {
     }();
     return cached;
 }
+template <ElemType kElem, int kHeadDim>
+int kvc_blocks_per_sm_sm80(const AttnParams& p) {
+    using Elem = ElemOf<kElem>;
+    if constexpr (kHeadDim <= kKvcWideHeadDim)
+        if (kvc_narrow<kHeadDim>(p)) return kvc_shape_blocks_per_sm<KvcNarrowShape<Elem, kHeadDim>>();
+    return kvc_shape_blocks_per_sm<KvcTileShape<Elem, kHeadDim>>();
+}
 
 // Whether the current device can launch a kernel as a programmatic dependent of the previous one.
 inline bool programmatic_launch_supported() {
@@ -52,10 +68,9 @@ inline bool programmatic_launch_supported() {
     return current_device_props().cc_major >= kHopperMajor;
 }
 
-template <ElemType kElem, int kHeadDim>
-void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
-    using Elem = ElemOf<kElem>;
-    using T = KvcTileShape<Elem, kHeadDim>;
+template <class T>
+void launch_kvc_shape(const AttnParams& p, const KvcPlan& plan) {
+    using Elem = typename T::Elem;
     const auto stream = static_cast<cudaStream_t>(p.stream);
     constexpr int kMaxGridY = 65535;  // CUDA's limit on gridDim.y
     if (int64_t(p.batch) * p.nheads_k > kMaxGridY)
@@ -96,8 +111,20 @@ void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
     }
 }
 
+template <ElemType kElem, int kHeadDim>
+void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
+    using Elem = ElemOf<kElem>;
+    if constexpr (kHeadDim <= kKvcWideHeadDim) {
+        if (kvc_narrow<kHeadDim>(p)) {
+            launch_kvc_shape<KvcNarrowShape<Elem, kHeadDim>>(p, plan);
+            return;
+        }
+    }
+    launch_kvc_shape<KvcTileShape<Elem, kHeadDim>>(p, plan);
+}
+
 }  // namespace flashattn::kernels
 
 #define FLASHATTN_INSTANTIATE_SM80_KVCACHE(ELEM, HDIM) \
     template void launch_kvc_sm80<ElemType::ELEM, HDIM>(const AttnParams&, const KvcPlan&); \
-    template int kvc_blocks_per_sm_sm80<ElemType::ELEM, HDIM>();
+    template int kvc_blocks_per_sm_sm80<ElemType::ELEM, HDIM>(const AttnParams&);
