@@ -9,6 +9,8 @@
 #   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1 / FLASHATTN_SKIP_PYTHON=1   skip those steps
 #   FLASHATTN_SKIP_TRAINING_BENCH=1   of the benchmarks, run the decode one only
 #   FLASHATTN_SKIP_PYTHON_BENCH=1     skip bench/bench_python.py (the Python API training benchmark)
+#   FLASHATTN_TEST_FILTER   a ctest -R regex (default: every test); FLASHATTN_PYTEST_ARGS  pytest's files and
+#                           options (default: tests/python)
 #   FLASHATTN_NCU=1   also profile (Nsight Compute, where installed) one launch each of the Hopper forward at hd128
 #                     8k and of the kv-cache kernel at decode batch 1: speed of light, warp stalls, pipes -> ncu_*.txt
 #   FLASHATTN_FORWARD_VARIANTS  on compute capability 9.0, the forwards also swept beside the default, as
@@ -74,7 +76,8 @@ fi
 # ---- tests ---------------------------------------------------------------------------------------------------------
 t0=$(date +%s)
 # GPU tests share the one GPU; several at once keep the 16 cores busy with the CPU oracle.
-ctest --test-dir "$build" --output-on-failure -j "${FLASHATTN_TEST_JOBS:-8}" --timeout 300 > "$out/test.log" 2>&1
+ctest --test-dir "$build" --output-on-failure -j "${FLASHATTN_TEST_JOBS:-8}" --timeout 300 \
+  ${FLASHATTN_TEST_FILTER:+-R "$FLASHATTN_TEST_FILTER"} > "$out/test.log" 2>&1
 test_rc=$?
 note "tests: $(grep -E 'tests passed|tests failed' "$out/test.log" | tail -1) in $(( $(date +%s) - t0 )) s (rc $test_rc)"
 grep -E '^\s+[0-9]+ - .*(Failed|Not Run|Timeout)' "$out/test.log" | head -40 | tee -a "$summary"
@@ -114,8 +117,8 @@ if [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1 ]; then
       note "python: the doctor's backtrace is in doctor_backtrace.txt"
     fi
     t0=$(date +%s)
-    (cd /tmp && PYTHONPATH="$site" python3 -m pytest "$root/tests/python" -q -p no:cacheprovider --rootdir "$root" \
-       > "$out/pytest.log" 2>&1)
+    (cd /tmp && PYTHONPATH="$site" python3 -m pytest ${FLASHATTN_PYTEST_ARGS:-"$root/tests/python"} -q \
+       -p no:cacheprovider --rootdir "$root" > "$out/pytest.log" 2>&1)
     py_rc=$?
     note "python: pytest $(tail -1 "$out/pytest.log") (rc $py_rc, $(( $(date +%s) - t0 )) s)"
     grep -E '^(FAILED|ERROR)' "$out/pytest.log" | head -30 | tee -a "$summary"

@@ -4,7 +4,7 @@
 #   NAME.txt        ncu's details (speed of light, pipes, warp stalls, scheduler, occupancy, launch, instructions)
 #   NAME_top.txt    the SASS instructions with the most stall samples, and the totals by stall reason (ours only)
 #   NAME_sass.csv   every SASS instruction with its samples and executed count (ours only)
-# and summary.txt. PROFILE_TARGETS picks targets by name (default: all of them):
+# and profile_summary.txt. PROFILE_TARGETS picks targets by name (default: all of them):
 #   fwd90        the Hopper forward, hd128 seqlen 8k, bf16 (the default schedule)
 #   fwd90_pers   the same, persistent (FLASHATTN_SM90_PERSISTENT=1)
 #   fwd90_short  the Hopper forward, hd128 seqlen 512, batch 32
@@ -17,7 +17,7 @@ out=${OUT:-$root/out}; mkdir -p "$out"
 work=$(mktemp -d /tmp/flashattn-prof.XXXX)
 build=${FLASHATTN_BUILD_DIR:-$root/build-gpu}
 targets=${PROFILE_TARGETS:-"fwd90 fwd90_pers fwd90_short cudnn_fwd bwd80 kvc"}
-summary="$out/summary.txt"; : > "$summary"
+summary="$out/profile_summary.txt"; : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 pack() { (cd "$work" && tar czf "$out/profiles.tar.gz" . ) ; }
 trap pack EXIT
@@ -125,9 +125,10 @@ PY
 fi
 
 if want kvc; then
-  site=/tmp/flashattn-prof-site; rm -rf "$site"; t=$(date +%s)
-  if FLASHATTN_CUDA_ARCHS=90a CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install --no-build-isolation \
-       --no-deps --target "$site" "$root" > "$work/pip.log" 2>&1; then
+  site=${PROFILE_SITE:-/tmp/flashattn-prof-site}; t=$(date +%s)
+  # An installation already there (gpu_check.sh's, PROFILE_SITE) is used as it is.
+  if [ -d "$site/flashattn" ] || { rm -rf "$site"; FLASHATTN_CUDA_ARCHS=90a CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install --no-build-isolation \
+       --no-deps --target "$site" "$root" > "$work/pip.log" 2>&1; }; then
     note "pip install: $(( $(date +%s) - t )) s"
     for cfg in "1 4096" "64 16384"; do
       set -- $cfg
