@@ -45,21 +45,14 @@ struct KvcTraits {
     static constexpr int kQkSteps = kHeadDim / 16;
     static constexpr int kPvSteps = kWarpKeys / 16;
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
-    // The copy pipeline's depth: V tiles in flight beside the one in use (kLookahead - 1), K one tile further. Along
-    // keys a block is small (16 rows; ~230 registers, two blocks an SM), so it keeps up to four tiles in flight.
-    static constexpr int kLookahead = kWarpsSplitKeys ? 2 : 1;
-    static constexpr int kKeyBuffers = kLookahead + 1;
-    static constexpr int kValueBuffers = kLookahead;
-    static constexpr int kSmemBytes = (kBlockM + (kKeyBuffers + kValueBuffers) * kBlockN) * kStride * 2;  // Q, K, V
+    static constexpr int kKeyBuffers = 2;  // K tiles: the next one streams in while this one is used
+    static constexpr int kSmemBytes = (kBlockM + (kKeyBuffers + 1) * kBlockN) * kStride * 2;  // Q, K x 2, V
     // Along keys, the warps' partial O (fp32, rows padded against bank conflicts) and (max, sum) pairs meet in the
     // K and V buffers once the loop is done.
-    // Resident blocks asked of ptxas (a 168-register cap for three spilled 100 bytes along keys at head dim 128).
-    static constexpr int kMinBlocksPerSm = 1;
     static constexpr int kMergeStride = kHeadDim + 8;
     static constexpr int kMergeBytes = kWarps * kBlockM * (kMergeStride + 2) * 4;
     static_assert(kRowsPerWarp % 16 == 0 && kWarpKeys % 16 == 0, "whole mma tiles");
-    static_assert(!kWarpsSplitKeys ||
-                      (kMTiles == 1 && kMergeBytes <= (kKeyBuffers + kValueBuffers) * kBlockN * kStride * 2),
+    static_assert(!kWarpsSplitKeys || (kMTiles == 1 && kMergeBytes <= (kKeyBuffers + 1) * kBlockN * kStride * 2),
                   "along keys: one m16 tile of rows, and the merge fits the K and V buffers");
 };
 
@@ -129,14 +122,13 @@ __device__ __forceinline__ TileRange split_tiles(int first, int last, int split,
 // No minimum of resident blocks is asked for: capping registers at 168 for three blocks per SM spilled 240 bytes at
 // hd128 and halved the decode bandwidth on an H100 (bench/NOTES.md); at ~250 registers two blocks fit.
 template <class T>
-__global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) kvcache_kernel(const AttnParams p, const KvcPlan plan) {
+__global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p, const KvcPlan plan) {
     using Elem = typename T::Elem;
     extern __shared__ __align__(16) unsigned char smem_bytes[];
     Elem* sQ = reinterpret_cast<Elem*>(smem_bytes);
     Elem* sK = sQ + T::kBlockM * T::kStride;
     Elem* sV = sK + T::kKeyBuffers * T::kBlockN * T::kStride;
     auto key_buffer = [&](int n_tile) { return sK + (n_tile % T::kKeyBuffers) * T::kBlockN * T::kStride; };
-    auto value_buffer = [&](int n_tile) { return sV + (n_tile % T::kValueBuffers) * T::kBlockN * T::kStride; };
 
     const int m_block = blockIdx.x, split = blockIdx.z;
     const int b = blockIdx.y / p.nheads_k, hk = blockIdx.y % p.nheads_k;
@@ -201,57 +193,35 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) kvcache_kerne
     const float exp2_mult = transform_scores ? kLog2e : p.scale_log2;
     const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
 
-    // Key column j is cache position leftpad + j; a tile's rows past the sequence are zero-filled. The pipeline, with
-    // L = T::kLookahead: iteration n starts the copies of V(n + L - 1) and K(n + L) (one commit group each, empty
-    // past the split's last tile, so that the wait counts stay uniform), computes S(n) and its softmax while they
-    // fly, waits for V(n), then O += P V(n). At the top of iteration n the groups issued after K(n) are the 2 (L - 1)
-    // of the iterations in between; after V(n), one more (K(n + 1)). Where the next tiles' rows live is looked up a
-    // tile ahead (`next`), so a paged cache's block-table reads overlap the tile's work instead of delaying copies.
-    constexpr int kL = T::kLookahead;
-    constexpr int kNewerThanK = 2 * (kL - 1), kNewerThanV = 2 * kL - 1;
+    // Key column j is cache position leftpad + j; a tile's rows past the sequence are zero-filled. The pipeline:
+    // iteration n starts the copies of V(n) and K(n + 1), computes S(n) and its softmax while they fly, waits for
+    // V(n) alone, then O += P V(n). Where tile n + 2's rows live is looked up meanwhile (`next`), so a paged cache's
+    // block-table reads overlap the tile's work instead of delaying its copies.
     using Rows = KeyTileRows<T::kBlockN, T::kHeadDim, T::kThreads>;
     auto tile_rows = [&](Rows& r, int n_tile) {
         if (n_tile < tiles.end) r.locate(kc, seq.leftpad + n_tile * T::kBlockN, seq.seqlen_k - n_tile * T::kBlockN, tid);
     };
-    auto valid_rows = [&](int n_tile) { return seq.seqlen_k - n_tile * T::kBlockN; };
-    // current: tile n + L - 1 (its V is the next to load), next: tile n + L (its K), at the top of iteration n.
-    Rows current, next;
+    Rows current, next;  // tiles n and n + 1 at the top of iteration n
+    tile_rows(current, tiles.begin);
+    tile_rows(next, tiles.begin + 1);
+
     load_rows_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q_row, any_row, rows, p.head_dim, tid);
-    if constexpr (kL == 2) {  // prologue: [Q, K(b)], [V(b)], [K(b + 1)]
-        tile_rows(current, tiles.begin);
-        if (tiles.begin < tiles.end)
-            current.load_async(key_buffer(tiles.begin), kc, any_row, valid_rows(tiles.begin), p.head_dim, tid);
-        ptx::cp_async_commit();
-        if (tiles.begin < tiles.end)
-            current.load_async(value_buffer(tiles.begin), vc, any_row, valid_rows(tiles.begin), p.head_dim_v, tid);
-        ptx::cp_async_commit();
-        tile_rows(current, tiles.begin + 1);
-        if (tiles.begin + 1 < tiles.end)
-            current.load_async(key_buffer(tiles.begin + 1), kc, any_row, valid_rows(tiles.begin + 1), p.head_dim, tid);
-        ptx::cp_async_commit();
-        tile_rows(next, tiles.begin + 2);
-    } else {  // prologue: [Q, K(b)]
-        static_assert(kL == 1, "lookahead 1 or 2");
-        tile_rows(current, tiles.begin);
-        tile_rows(next, tiles.begin + 1);
-        if (tiles.begin < tiles.end)
-            current.load_async(key_buffer(tiles.begin), kc, any_row, valid_rows(tiles.begin), p.head_dim, tid);
-        ptx::cp_async_commit();
-    }
+    if (tiles.begin < tiles.end)
+        current.load_async(key_buffer(tiles.begin), kc, any_row, seq.seqlen_k - tiles.begin * T::kBlockN, p.head_dim,
+                           tid);
+    ptx::cp_async_commit();
 
     for (int n_tile = tiles.begin; n_tile < tiles.end; ++n_tile) {
         const int n0 = n_tile * T::kBlockN;
-        ptx::cp_async_wait<kNewerThanK>();
+        ptx::cp_async_wait<0>();
         __syncthreads();  // K(n_tile) and Q landed; every warp is done reading V(n_tile - 1) and K(n_tile - 1)
-        if (n_tile + kL - 1 < tiles.end)
-            current.load_async(value_buffer(n_tile + kL - 1), vc, any_row, valid_rows(n_tile + kL - 1), p.head_dim_v,
-                               tid);
+        current.load_async(sV, vc, any_row, seq.seqlen_k - n0, p.head_dim_v, tid);
         ptx::cp_async_commit();
-        if (n_tile + kL < tiles.end)
-            next.load_async(key_buffer(n_tile + kL), kc, any_row, valid_rows(n_tile + kL), p.head_dim, tid);
-        ptx::cp_async_commit();
+        if (n_tile + 1 < tiles.end)
+            next.load_async(key_buffer(n_tile + 1), kc, any_row, seq.seqlen_k - n0 - T::kBlockN, p.head_dim, tid);
+        ptx::cp_async_commit();  // an empty group on the last tile keeps the wait count below uniform
         current = next;
-        tile_rows(next, n_tile + kL + 1);
+        tile_rows(next, n_tile + 2);
 
         // ---- S = Q K^T -------------------------------------------------------------------------------------------
         float acc_s[T::kMTiles][T::kNTiles][4];
@@ -295,11 +265,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) kvcache_kerne
         // ---- online softmax ------------------------------------------------------------------------------------------
         online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
 
-        ptx::cp_async_wait<kNewerThanV>();
-        __syncthreads();  // V(n_tile) landed (later tiles may still be in flight)
+        ptx::cp_async_wait<1>();
+        __syncthreads();  // V(n_tile) landed (K(n_tile + 1) may still be in flight)
 
         // ---- O += P V ------------------------------------------------------------------------------------------------
-        accumulate_pv<T>(acc_o, acc_s, value_buffer(n_tile) + warp_key0 * T::kStride, lane);
+        accumulate_pv<T>(acc_o, acc_s, sV + warp_key0 * T::kStride, lane);
     }
 
     // ---- epilogue ------------------------------------------------------------------------------------------------------
