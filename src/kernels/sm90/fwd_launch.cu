@@ -46,10 +46,17 @@ bool wide_qk_narrow_v(const AttnParams& p) {
 // Key tiles of the specialised schedule up to head dim 128 where every key is visible to every row: S 88, P 44 and
 // O 64 registers a thread at head dim 128; 2 x (K + V) stages and Q take 209 KB of shared memory.
 constexpr int kWideBlockN = 176;
+bool env_is_one(const char* name) {
+    const char* value = std::getenv(name);
+    return value && std::string(value) == "1";
+}
+// The persistent kernel keeps the narrower tiles: with the loop over work tiles live beside them, S, P and O of the
+// wider ones spill (ptxas: 224 bytes at 176 keys, 412 at 80 keys and head dim 256), so those are not compiled.
+bool persistent_requested() { return env_is_one("FLASHATTN_SM90_PERSISTENT"); }
 bool wide_key_tiles(const AttnParams& p) {
     const char* forced = std::getenv("FLASHATTN_SM90_BLOCK_N");
     if (forced && std::string(forced) == "128") return false;
-    return p.window_left < 0 && p.window_right < 0;
+    return p.window_left < 0 && p.window_right < 0 && !persistent_requested();
 }
 constexpr int64_t kTmaStrideElems = 8;    // the copy engine's strides are multiples of 16 bytes
 constexpr uintptr_t kTmaBaseAlign = 16;
@@ -82,11 +89,6 @@ CUtensorMap attention_map(const void* base, ElemType dtype, int head_dim, int ro
     return make_tensor_map_4d_sw128(base, dtype, dims, strides, box_cols, box_rows);
 }
 
-bool env_is_one(const char* name) {
-    const char* value = std::getenv(name);
-    return value && std::string(value) == "1";
-}
-
 // The rows and batches a tensor map spans: varlen tensors are one batch of packed rows.
 int map_rows(const AttnParams& p, int64_t padded_rows, int64_t total_rows) {
     return static_cast<int>(p.is_varlen ? total_rows : padded_rows);
@@ -105,10 +107,13 @@ void launch(const AttnParams& p, bool take_turns) {
     const CUtensorMap map_v = attention_map(p.v, p.dtype, p.head_dim_v, map_rows(p, p.seqlen_k, p.total_k),
                                             p.nheads_k, batches, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
                                             T::kBoxCols, T::kBlockN);
-    const bool persistent = env_is_one("FLASHATTN_SM90_PERSISTENT");
+    constexpr bool kWideTiles = T::kBlockN == kWideBlockN || T::kBlockN == kHugeWideBlockN;
+    const bool persistent = persistent_requested() && !kWideTiles;
     const auto kernel = [persistent] {
-        if constexpr (T::kSchedule == Sm90Schedule::specialised)
+        if constexpr (T::kSchedule == Sm90Schedule::specialised && !kWideTiles)
             return persistent ? fwd_sm90_specialised_kernel<T, true> : fwd_sm90_specialised_kernel<T, false>;
+        else if constexpr (T::kSchedule == Sm90Schedule::specialised)
+            return fwd_sm90_specialised_kernel<T, false>;
         else
             return fwd_sm90_kernel<T>;
     }();
