@@ -281,8 +281,8 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
     };
     if constexpr (T::kWarpsSplitKeys) {
         merge_key_slices<T>(acc_o, row_max, row_sum, exp2_mult, reinterpret_cast<float*>(sK), warp, lane, tid,
-                            [&](int r, int c0, const auto& cols, bool empty, float lse_natural) {
-            constexpr int kSegCols = T::kHeadDim / (T::kThreads / 16);  // merge_key_slices' segments
+                            [&]<int kSegCols>(int r, int c0, const float(&cols)[kSegCols], bool empty,
+                                              float lse_natural) {
             const int packed = m0 + r;
             const float lse = empty ? (partial ? -INFINITY : INFINITY) : lse_natural;
             const bool lse_writer = c0 == 0 && r < rows;

@@ -28,9 +28,14 @@ using KvcTileShape = KvcTraits<Elem, kHeadDim, 64, (kHeadDim > kKvcWideHeadDim ?
 constexpr int kKvcNarrowRows = 16;
 template <typename Elem, int kHeadDim>
 using KvcNarrowShape = KvcTraits<Elem, kHeadDim, kKvcNarrowRows, 64, 4, true>;
-template <int kHeadDim>
-bool kvc_narrow(const AttnParams& p) {
-    return kHeadDim <= kKvcWideHeadDim && int64_t(p.seqlen_q) * (p.nheads / p.nheads_k) <= kKvcNarrowRows;
+// Calls f with the traits (a value of that type) of the shape that runs p: the launch and the split heuristic's
+// occupancy both go through here, so they cannot disagree.
+template <ElemType kElem, int kHeadDim, class F>
+auto with_kvc_shape(const AttnParams& p, F f) {
+    using Elem = ElemOf<kElem>;
+    if constexpr (kHeadDim <= kKvcWideHeadDim)
+        if (int64_t(p.seqlen_q) * (p.nheads / p.nheads_k) <= kKvcNarrowRows) return f(KvcNarrowShape<Elem, kHeadDim>{});
+    return f(KvcTileShape<Elem, kHeadDim>{});
 }
 
 // The attention kernel with its shared-memory limit raised (per kernel and device; cheap next to a launch).
@@ -56,10 +61,7 @@ int kvc_shape_blocks_per_sm() {
 }
 template <ElemType kElem, int kHeadDim>
 int kvc_blocks_per_sm_sm80(const AttnParams& p) {
-    using Elem = ElemOf<kElem>;
-    if constexpr (kHeadDim <= kKvcWideHeadDim)
-        if (kvc_narrow<kHeadDim>(p)) return kvc_shape_blocks_per_sm<KvcNarrowShape<Elem, kHeadDim>>();
-    return kvc_shape_blocks_per_sm<KvcTileShape<Elem, kHeadDim>>();
+    return with_kvc_shape<kElem, kHeadDim>(p, [](auto shape) { return kvc_shape_blocks_per_sm<decltype(shape)>(); });
 }
 
 // Whether the current device can launch a kernel as a programmatic dependent of the previous one.
@@ -113,14 +115,7 @@ void launch_kvc_shape(const AttnParams& p, const KvcPlan& plan) {
 
 template <ElemType kElem, int kHeadDim>
 void launch_kvc_sm80(const AttnParams& p, const KvcPlan& plan) {
-    using Elem = ElemOf<kElem>;
-    if constexpr (kHeadDim <= kKvcWideHeadDim) {
-        if (kvc_narrow<kHeadDim>(p)) {
-            launch_kvc_shape<KvcNarrowShape<Elem, kHeadDim>>(p, plan);
-            return;
-        }
-    }
-    launch_kvc_shape<KvcTileShape<Elem, kHeadDim>>(p, plan);
+    with_kvc_shape<kElem, kHeadDim>(p, [&](auto shape) { launch_kvc_shape<decltype(shape)>(p, plan); });
 }
 
 }  // namespace flashattn::kernels
