@@ -162,8 +162,6 @@ struct Sm90Tile {
     int m_block, b, h;
 };
 __device__ __forceinline__ Sm90Tile sm90_tile(const AttnParams& p, int t, int m_blocks) {
-    const int heads = p.batch * p.nheads;
-    (void)heads;
     const int bh = t / m_blocks, m = t % m_blocks;
     return {p.causal ? m_blocks - 1 - m : m, bh / p.nheads, bh % p.nheads};
 }
