@@ -128,6 +128,10 @@ std::vector<AttnCase> deterministic_cases() {
         {.dtype = kBF16, .nheads = 4, .nheads_k = 1, .head_dim = 64, .seqlens_q = kRaggedQ, .seqlens_k = kRaggedK},
         {.dtype = kF16, .seqlen_q = 512, .seqlen_k = 512, .head_dim = 64, .alibi = Alibi::per_head,
          .dropout_p = 0.2f},
+        // 128 (batch, kv head) pairs leave room for only a few splits, so each block walks several key tiles that
+        // add into the same dQ rows one after another.
+        {.dtype = kBF16, .batch = 4, .seqlen_q = 113, .seqlen_k = 2049, .nheads = 32, .nheads_k = 32,
+         .head_dim = 128},
     };
 }
 

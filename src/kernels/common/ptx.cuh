@@ -99,6 +99,10 @@ __device__ __forceinline__ void st_shared_32(uint32_t addr, uint32_t v) {
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v));
 }
 
+__device__ __forceinline__ void st_shared_f32x2(uint32_t addr, float a, float b) {
+    asm volatile("st.shared.v2.f32 [%0], {%1,%2};\n" ::"r"(addr), "f"(a), "f"(b));
+}
+
 __device__ __forceinline__ void st_global_16(void* gmem, uint4 v) {
     asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"l"(gmem), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }

@@ -9,12 +9,18 @@
 // Each of the three phases spreads its output over the 8 warps as a 2-D grid of warp tiles (BwdTraits): a warp
 // tile of r x c elements reads 4096/r + 4096/c bytes of shared memory per mma, so tiles are made as square as the
 // registers allow (bench/NOTES.md has the measurements and what limits the kernel now).
+// dQ reaches the accumulator one of two ways. On sm_90 (where the staging fits in shared memory) each warp stores its
+// dQ tile to shared memory and, after the next block barrier, one thread a row hands the row to the copy engine as a
+// bulk fp32 reduction (cp.reduce.async.bulk): red.global instructions, 32 a thread a step, hold their source
+// registers until the memory pipeline accepts them, and the loads that reuse those registers stalled on them
+// (bench/NOTES.md). Elsewhere each thread adds its fragment with red.global.
 // dK, dV are written once per key tile, so GQA needs no atomics for them. A pre-pass computes D = rowsum(dO * O) and
 // zeroes the dQ accumulator; a post-pass scales and converts dQ (bwd_pre_post.cuh).
 //
 // Determinism: with p.deterministic the grid holds gridDim.x "splits", each looping over key tiles
 // split, split + gridDim.x, ... and adding into its own copy of the dQ accumulator; a thread adds to a given dQ
-// element only from one block, in program order, and the post-pass sums the copies in a fixed order.
+// element only from one block, in program order (a bulk reduction waits for the previous one to complete), and the
+// post-pass sums the copies in a fixed order.
 #pragma once
 
 #include <climits>
@@ -26,6 +32,7 @@
 #include "common/params.h"
 #include "common/philox.h"
 #include "kernels/common/ptx.cuh"
+#include "kernels/common/ptx_sm90.cuh"
 #include "kernels/common/seq_slice.cuh"
 #include "kernels/common/tile_io.cuh"
 
@@ -63,13 +70,20 @@ struct BwdTraits {
 
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
     static constexpr int kPStride = kBlockM + kRowPadElems;  // P^T / dS^T rows: odd number of 16-byte chunks
-    // Shared memory: K, V, P^T, dS^T, then `stages` copies of (Q, dO) and of (LSE, D). Two stages let query tile
-    // i + 1 load during tile i; a GPU with too little shared memory for two runs with one.
+    // dQ of a query tile staged in fp32 for the copy engine's reductions (sm_90, see below); rows padded by 16 bytes,
+    // so a warp's 8-byte stores to 8 rows take the minimum two shared-memory wavefronts.
+    static constexpr int kDqStride = kHeadDim + 4;
+    // Shared memory: K, V, P^T, dS^T, then `stages` copies of (Q, dO) and of (LSE, D), then the dQ staging if used.
+    // Two stages let query tile i + 1 load during tile i; a GPU with too little shared memory for two runs with one.
     static constexpr int kFixedElems = 2 * kBlockN * kStride + 2 * kBlockN * kPStride;
     static constexpr int kStageElems = 2 * kBlockM * kStride;
-    static constexpr int smem_bytes(int stages) {
-        return (kFixedElems + stages * kStageElems) * 2 + stages * 2 * kBlockM * int(sizeof(float));
+    static constexpr int smem_bytes(int stages, bool dq_bulk) {
+        return (kFixedElems + stages * kStageElems) * 2 + stages * 2 * kBlockM * int(sizeof(float)) +
+               (dq_bulk ? kBlockM * kDqStride * int(sizeof(float)) : 0);
     }
+    // The copy engine's dQ path where its staging fits beside two query stages in an sm_90 block's shared memory.
+    static constexpr int kSm90MaxSmemBytes = 227 * 1024;
+    static constexpr bool kDqBulkOnSm90 = smem_bytes(2, true) <= kSm90MaxSmemBytes;
     static_assert(kSKeys % 16 == 0 && kKVKeys % 16 == 0 && kQRows % 16 == 0, "warp tiles are whole m16 tiles");
     static_assert(kSTiles % 2 == 0 && kKVTiles % 2 == 0 && kQTiles % 2 == 0, "n8 tiles come in ldmatrix pairs");
 };
@@ -94,6 +108,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
     Elem* sdO_stages = sQ_stages + q_stages * T::kBlockM * T::kStride;
     float* sLse_stages = reinterpret_cast<float*>(sdO_stages + q_stages * T::kBlockM * T::kStride);  // LSE
     float* sD_stages = sLse_stages + q_stages * T::kBlockM;
+    float* sdQ = sD_stages + q_stages * T::kBlockM;  // [kBlockM][kDqStride] when dq_bulk
+    // One path compiled a pass: the sm_80 pass has no bulk reductions (and both paths in one kernel spill more).
+    constexpr bool dq_bulk = FLASHATTN_SM90 && T::kDqBulkOnSm90;
+    const bool dq_issuer = dq_bulk && threadIdx.x < T::kBlockM;  // thread r hands row r of the staged dQ over
 
     const int b = blockIdx.y, hk = blockIdx.z;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -190,6 +208,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         };
         QueryTile tile{hk * heads_per_group, m_block_begin, 0};
         if (steps > 0) load_query_tile(tile);
+        // The staged dQ of query tile (dq_h, dq_m0) goes to the copy engine once every warp has stored its part and
+        // passed a block barrier.
+        int dq_h = 0, dq_m0 = 0;
+        auto issue_staged_dq = [&] {
+            const int row = dq_m0 + tid;
+            if (!dq_issuer || row >= seq.seqlen_q) return;
+            if (p.deterministic) ptx::bulk_wait_group<0>();  // the previous reduction into these rows has landed
+            float* acc = dq_acc_split + ((acc_row0 + row) * p.nheads + dq_h) * int64_t(T::kHeadDim);
+            ptx::bulk_reduce_add_f32(acc, sdQ + tid * T::kDqStride, T::kHeadDim * int(sizeof(float)));
+            ptx::bulk_commit_group();
+        };
 
         for (int step = 0; step < steps; ++step, tile = next_tile(tile)) {
             const int h = tile.h, m0 = tile.m_block * T::kBlockM, stage = tile.stage;
@@ -201,6 +230,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             const float* sD = sD_stages + stage * T::kBlockM;
             ptx::cp_async_wait<0>();
             __syncthreads();  // this tile landed; every warp is done with the previous step (its stage, P^T, dS^T)
+            if (step > 0) issue_staged_dq();  // the previous step's dQ
             if (q_stages > 1 && step + 1 < steps) load_query_tile(next_tile(tile));  // overlaps the whole of this step
 
             // ---- phase S: S^T = K Q^T and dP^T = V dO^T (this warp: kSKeys keys x kSCols query columns) ----------
@@ -318,7 +348,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                         ptx::st_shared_32(ptx::smem_addr(sdSt + off),
                                           ptx::pack2(acc_dp[mt][nt][2 * half], acc_dp[mt][nt][2 * half + 1], Elem()));
                     }
-            __syncthreads();  // P^T and dS^T complete
+            if (dq_issuer) ptx::bulk_wait_group_read<0>();  // the copy engine is done reading the previous staged dQ
+            __syncthreads();  // P^T and dS^T complete (and the dQ staging free)
 
             // ---- phase Q: dQ += dS K, into the fp32 accumulator (this warp: kQRows rows x kQCols) ----------------
             // First, so that its reductions drain to memory while the tensor cores work on dK and dV.
@@ -350,18 +381,34 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                 }
             }
+            if constexpr (dq_bulk) {
 #pragma unroll
-            for (int mq = 0; mq < T::kQMTiles; ++mq)
+                for (int mq = 0; mq < T::kQMTiles; ++mq)
 #pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    const int row = m0 + q_row0 + mq * 16 + group + 8 * half;
-                    if (row >= seq.seqlen_q) continue;
-                    float* acc =
-                        dq_acc_split + ((acc_row0 + row) * p.nheads + h) * int64_t(T::kHeadDim) + q_col0 + 2 * tig;
+                    for (int half = 0; half < 2; ++half) {
+                        const float* row = sdQ + (q_row0 + mq * 16 + group + 8 * half) * T::kDqStride + q_col0 + 2 * tig;
 #pragma unroll
-                    for (int dt = 0; dt < T::kQTiles; ++dt)
-                        ptx::red_add_f32x2(acc + dt * 8, acc_dq[mq][dt][2 * half], acc_dq[mq][dt][2 * half + 1]);
-                }
+                        for (int dt = 0; dt < T::kQTiles; ++dt)
+                            ptx::st_shared_f32x2(ptx::smem_addr(row + dt * 8), acc_dq[mq][dt][2 * half],
+                                                 acc_dq[mq][dt][2 * half + 1]);
+                    }
+                ptx::fence_proxy_async_shared();  // the copy engine reads what these stores wrote
+                dq_h = h;
+                dq_m0 = m0;
+            } else {
+#pragma unroll
+                for (int mq = 0; mq < T::kQMTiles; ++mq)
+#pragma unroll
+                    for (int half = 0; half < 2; ++half) {
+                        const int row = m0 + q_row0 + mq * 16 + group + 8 * half;
+                        if (row >= seq.seqlen_q) continue;
+                        float* acc =
+                            dq_acc_split + ((acc_row0 + row) * p.nheads + h) * int64_t(T::kHeadDim) + q_col0 + 2 * tig;
+#pragma unroll
+                        for (int dt = 0; dt < T::kQTiles; ++dt)
+                            ptx::red_add_f32x2(acc + dt * 8, acc_dq[mq][dt][2 * half], acc_dq[mq][dt][2 * half + 1]);
+                    }
+            }
 
             // ---- phase KV: dV += P^T dO, dK += dS^T Q (this warp: kKVKeys keys x kKVCols) -------------------------
 #pragma unroll
@@ -401,6 +448,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         // ---- epilogue: dK (times the softmax scale) and dV through shared memory, 16-byte stores --------------------
         ptx::cp_async_wait<0>();
         __syncthreads();  // every warp is done with K and V: reuse them for dK and dV
+        if (steps > 0) issue_staged_dq();  // the last step's dQ
 #pragma unroll
         for (int mt = 0; mt < T::kKVMTiles; ++mt)
 #pragma unroll
@@ -424,6 +472,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         store_tile<T::kBlockN, T::kHeadDim, T::kThreads>(dk, sK, p.dk_row_stride, stored_keys, p.head_dim, tid);
         store_tile<T::kBlockN, T::kHeadDim, T::kThreads>(dv, sV, p.dv_row_stride, stored_keys, p.head_dim_v, tid);
     }
+    if (dq_issuer) ptx::bulk_wait_group<0>();  // shared memory stays until the copy engine has read it
 }
 
 }  // namespace flashattn::kernels

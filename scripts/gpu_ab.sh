@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A/B runs of kernel changes in one call on a machine with a GPU: builds libflashattn.so from the tree as it is and
+# runs the sweep on it; then, for each patch named in AB_PATCHES (paths relative to the repository root), applies
+# the patch, rebuilds (only the translation units it touches), runs the same sweep, and reverts the patch. Each
+# sweep measures the peers (PyTorch SDPA's flash and cuDNN) in its own process, so ratios compare across variants.
+#   AB_PATCHES     patch files, space separated (default: none, the tree alone)
+#   AB_SWEEP_ARGS  arguments for bench/bench_sweep.py (default "--quick")
+#   AB_REPEAT      sweeps per variant, interleaved A B A B ... (default 1)
+# Writes $OUT/ab.tar.gz (each sweep's log and JSON) and $OUT/ab_summary.txt (each sweep's geometric means).
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/out}; mkdir -p "$out"
+build=${FLASHATTN_BUILD_DIR:-$root/build-gpu}
+work=$(mktemp -d /tmp/flashattn-ab.XXXX)
+summary="$out/ab_summary.txt"; : > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+trap '(cd "$work" && tar czf "$out/ab.tar.gz" .)' EXIT
+
+build_lib() {  # into $work/lib_$1.so
+  local t0=$(date +%s)
+  { [ -f "$build/build.ninja" ] || cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DFLASHATTN_CUDA_ARCHS="${FLASHATTN_CUDA_ARCHS:-90a}" -DFLASHATTN_BUILD_PYTHON=OFF; } >> "$work/build.log" 2>&1 &&
+    ninja -C "$build" libflashattn.so >> "$work/build.log" 2>&1 || { note "build of $1 FAILED"; tail -30 "$work/build.log"; return 1; }
+  cp "$build/libflashattn.so" "$work/lib_$1.so"
+  note "build $1: $(( $(date +%s) - t0 )) s"
+}
+
+variants=(base)
+build_lib base || exit 1
+for patch in ${AB_PATCHES:-}; do
+  name=$(basename "$patch" .patch)
+  git -C "$root" apply "$root/$patch" || { note "patch $patch does not apply"; continue; }
+  build_lib "$name" && variants+=("$name")
+  git -C "$root" apply -R "$root/$patch"
+done
+ninja -C "$build" libflashattn.so >> "$work/build.log" 2>&1  # the tree as it was
+
+for rep in $(seq 1 "${AB_REPEAT:-1}"); do
+  for v in "${variants[@]}"; do
+    t0=$(date +%s)
+    python3 "$root/bench/bench_sweep.py" --lib "$work/lib_$v.so" --json "$work/sweep_${v}_$rep.json" \
+      ${AB_SWEEP_ARGS:---quick} > "$work/sweep_${v}_$rep.log" 2>&1
+    note "sweep $v #$rep: rc $? in $(( $(date +%s) - t0 )) s"
+    grep -E 'geometric' "$work/sweep_${v}_$rep.log" | tee -a "$summary"
+  done
+done
