@@ -265,12 +265,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                 }
             };
-            float acc_s[T::kSMTiles][T::kSTiles][4], acc_dp[T::kSMTiles][T::kSTiles][4];
-            keys_by_rows(acc_s, sK, sQ);
-            keys_by_rows(acc_dp, sV, sdO);
-
-            // ---- P^T and dS^T, element-wise; staged in shared memory -------------------------------------------
-            // Afterwards acc_s holds P^T (dropout applied) and acc_dp holds dS^T.
+            // S^T first; its probabilities go to shared memory as P^T (the operand of dV) before dP^T is computed,
+            // and dS^T is formed from them read back: one score accumulator lives at a time, not two, which keeps the
+            // loop-invariant state out of local memory (bench/NOTES.md). dS uses P rounded to the element type, as the
+            // operand of dV is.
             const bool tile_needs_mask = [&] {
                 const KeyRange first = visible_keys(m0, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
                 const KeyRange last = visible_keys(m0 + T::kBlockM - 1, seq.seqlen_q, seq.seqlen_k, p.window_left,
@@ -285,69 +283,88 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                 // Non-short-circuit &: predicates, not branches.
                 return (key < seq.seqlen_k) & (row < seq.seqlen_q) & (key - row >= diff_lo) & (key - row <= diff_hi);
             };
-            // f(s, dp, key, mc) for every element of this warp's S^T and dP^T tiles (s and dp by reference; key is
-            // the key index, mc the column within the query tile, m0 + mc the query row).
-            auto for_each_score = [&](auto&& f) {
+            // f(pair, offset, key, mc) for every pair of horizontally adjacent elements of this warp's S^T / dP^T
+            // tile: pair is the accumulator's two floats (by reference), offset the pair's place in P^T and dS^T,
+            // key the key index, mc the first pair element's column in the query tile (m0 + mc its query row).
+            float acc[T::kSMTiles][T::kSTiles][4];
+            auto for_each_pair = [&](auto&& f) {
 #pragma unroll
                 for (int mt = 0; mt < T::kSMTiles; ++mt)
 #pragma unroll
                     for (int nt = 0; nt < T::kSTiles; ++nt)
 #pragma unroll
-                        for (int i = 0; i < 4; ++i)
-                            f(acc_s[mt][nt][i], acc_dp[mt][nt][i], n0 + s_key0 + mt * 16 + group + 8 * (i / 2),
-                              s_col0 + nt * 8 + 2 * tig + i % 2);
+                        for (int half = 0; half < 2; ++half) {
+                            const int key_in_tile = s_key0 + mt * 16 + group + 8 * half;
+                            const int mc = s_col0 + nt * 8 + 2 * tig;
+                            f(acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1], key_in_tile * T::kPStride + mc,
+                              n0 + key_in_tile, mc);
+                        }
             };
+            const uint32_t sPt_addr = ptx::smem_addr(sPt), sdSt_addr = ptx::smem_addr(sdSt);
+            constexpr uint32_t kElemBytes = sizeof(Elem);
+            keys_by_rows(acc, sK, sQ);  // S^T
             if (!transform_scores && !dropout) {
                 // The common case, kept short so the loop stays in the instruction cache: no per-element branches.
-                for_each_score([&](float& s, float&, int, int mc) {
-                    s = ptx::exp2_fast(s * p.scale_log2 - sLse[mc] * kLog2e);
+                for_each_pair([&](float& s0, float& s1, int off, int key, int mc) {
+                    s0 = ptx::exp2_fast(s0 * p.scale_log2 - sLse[mc] * kLog2e);
+                    s1 = ptx::exp2_fast(s1 * p.scale_log2 - sLse[mc + 1] * kLog2e);
+                    if (tile_needs_mask) {
+                        if (!visible(m0 + mc, key)) s0 = 0.f;
+                        if (!visible(m0 + mc + 1, key)) s1 = 0.f;
+                    }
+                    ptx::st_shared_32(sPt_addr + off * kElemBytes, ptx::pack2(s0, s1, Elem()));
                 });
-                if (tile_needs_mask) {
-                    for_each_score([&](float& s, float&, int key, int mc) {
-                        if (!visible(m0 + mc, key)) s = 0.f;
-                    });
-                }
-                for_each_score([&](float& s, float& dp, int, int mc) { dp = s * (dp - sD[mc]); });
+                keys_by_rows(acc, sV, sdO);  // dP^T
+                for_each_pair([&](float& dp0, float& dp1, int off, int, int mc) {
+                    float p0, p1;
+                    ptx::unpack2(ptx::ld_shared_32(sPt_addr + off * kElemBytes), p0, p1, Elem());
+                    ptx::st_shared_32(sdSt_addr + off * kElemBytes,
+                                      ptx::pack2(p0 * (dp0 - sD[mc]), p1 * (dp1 - sD[mc + 1]), Elem()));
+                });
             } else {
-                // Softcap, ALiBi or dropout: the general form.
-                for_each_score([&](float& s_acc, float& dp_acc, int key, int mc) {
-                    const int row = m0 + mc;
-                    float s = s_acc;
-                    float dtanh = 1.f;  // d(capped score) / d(scaled score)
-                    if (p.softcap > 0.f) {
-                        const float t = ptx::tanh_fast(s * softcap_in);
-                        s = p.softcap * t;
-                        dtanh = 1.f - t * t;
-                    } else if (transform_scores) {
-                        s *= p.scale;
+                // Softcap, ALiBi or dropout: the general form. dS = P * (dP' - D) * dtanh, where dP' is dP scaled
+                // where dropout keeps the element and 0 where it drops it; between the two products dS^T's place
+                // holds P * dtanh, negated where the element is dropped.
+                for_each_pair([&](float& s0, float& s1, int off, int key, int mc) {
+                    float dropped[2], factor[2];
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int row = m0 + mc + e;
+                        float s = e == 0 ? s0 : s1;
+                        float dtanh = 1.f;  // d(capped score) / d(scaled score)
+                        if (p.softcap > 0.f) {
+                            const float t = ptx::tanh_fast(s * softcap_in);
+                            s = p.softcap * t;
+                            dtanh = 1.f - t * t;
+                        } else if (transform_scores) {
+                            s *= p.scale;
+                        }
+                        if (p.alibi_slopes) s += alibi_bias(alibi_slope, row, key, seq.seqlen_q, seq.seqlen_k);
+                        float prob = ptx::exp2_fast(s * exp2_mult - sLse[mc + e] * kLog2e);
+                        if (tile_needs_mask && !visible(row, key)) prob = 0.f;
+                        bool keep = true;
+                        if (dropout)
+                            keep = bwd_dropout_keep(p.seed, p.offset, batch_head, row, key, p.dropout_keep_threshold);
+                        dropped[e] = keep ? prob * (dropout ? p.dropout_scale : 1.f) : 0.f;
+                        factor[e] = keep ? prob * dtanh : -(prob * dtanh);
                     }
-                    if (p.alibi_slopes) s += alibi_bias(alibi_slope, row, key, seq.seqlen_q, seq.seqlen_k);
-                    float prob = ptx::exp2_fast(s * exp2_mult - sLse[mc] * kLog2e);
-                    if (tile_needs_mask && !visible(row, key)) prob = 0.f;
-                    float dp = dp_acc;
-                    float prob_dropped = prob;
-                    if (dropout) {
-                        const bool keep =
-                            bwd_dropout_keep(p.seed, p.offset, batch_head, row, key, p.dropout_keep_threshold);
-                        dp = keep ? dp * p.dropout_scale : 0.f;
-                        prob_dropped = keep ? prob * p.dropout_scale : 0.f;
+                    ptx::st_shared_32(sPt_addr + off * kElemBytes, ptx::pack2(dropped[0], dropped[1], Elem()));
+                    ptx::st_shared_32(sdSt_addr + off * kElemBytes, ptx::pack2(factor[0], factor[1], Elem()));
+                });
+                keys_by_rows(acc, sV, sdO);  // dP^T
+                for_each_pair([&](float& dp0, float& dp1, int off, int, int mc) {
+                    float f[2];
+                    ptx::unpack2(ptx::ld_shared_32(sdSt_addr + off * kElemBytes), f[0], f[1], Elem());
+                    float ds[2];
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const float dp = e == 0 ? dp0 : dp1;
+                        const float kept_dp = dropout ? (f[e] >= 0.f ? dp * p.dropout_scale : 0.f) : dp;
+                        ds[e] = fabsf(f[e]) * (kept_dp - sD[mc + e]);
                     }
-                    s_acc = prob_dropped;
-                    dp_acc = prob * (dp - sD[mc]) * dtanh;
+                    ptx::st_shared_32(sdSt_addr + off * kElemBytes, ptx::pack2(ds[0], ds[1], Elem()));
                 });
             }
-#pragma unroll
-            for (int mt = 0; mt < T::kSMTiles; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < T::kSTiles; ++nt)
-#pragma unroll
-                    for (int half = 0; half < 2; ++half) {
-                        const int off = (s_key0 + mt * 16 + group + 8 * half) * T::kPStride + s_col0 + nt * 8 + 2 * tig;
-                        ptx::st_shared_32(ptx::smem_addr(sPt + off),
-                                          ptx::pack2(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1], Elem()));
-                        ptx::st_shared_32(ptx::smem_addr(sdSt + off),
-                                          ptx::pack2(acc_dp[mt][nt][2 * half], acc_dp[mt][nt][2 * half + 1], Elem()));
-                    }
             if (dq_issuer) ptx::bulk_wait_group_read<0>();  // the copy engine is done reading the previous staged dQ
             __syncthreads();  // P^T and dS^T complete (and the dQ staging free)
 
