@@ -14,7 +14,7 @@ build=${FLASHATTN_BUILD_DIR:-$root/build-gpu}
 work=$(mktemp -d /tmp/flashattn-ab.XXXX)
 summary="$out/ab_summary.txt"; : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
-trap '(cd "$work" && tar czf "$out/ab.tar.gz" .)' EXIT
+trap '(cd "$work" && tar czf "$out/ab.tar.gz" --exclude="*.so" .)' EXIT
 
 build_lib() {  # into $work/lib_$1.so
   local t0=$(date +%s)

@@ -95,18 +95,8 @@ __device__ __forceinline__ void st_shared_16(uint32_t addr, uint4 v) {
     asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
 
-__device__ __forceinline__ uint32_t ld_shared_32(uint32_t addr) {
-    uint32_t v;
-    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
-    return v;
-}
-
 __device__ __forceinline__ void st_shared_32(uint32_t addr, uint32_t v) {
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v));
-}
-
-__device__ __forceinline__ void st_shared_f32x2(uint32_t addr, float a, float b) {
-    asm volatile("st.shared.v2.f32 [%0], {%1,%2};\n" ::"r"(addr), "f"(a), "f"(b));
 }
 
 __device__ __forceinline__ void st_global_16(void* gmem, uint4 v) {
@@ -160,16 +150,6 @@ __device__ __forceinline__ uint32_t pack2(float a, float b, __half) {
 __device__ __forceinline__ uint32_t pack2(float a, float b, __nv_bfloat16) {
     __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
     return *reinterpret_cast<uint32_t*>(&h);
-}
-
-// The inverse: a register of two 16-bit values unpacked into floats (lo -> a, hi -> b).
-__device__ __forceinline__ void unpack2(uint32_t v, float& a, float& b, __half) {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
-    a = f.x, b = f.y;
-}
-__device__ __forceinline__ void unpack2(uint32_t v, float& a, float& b, __nv_bfloat16) {
-    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
-    a = f.x, b = f.y;
 }
 
 // ----- warp reductions -----------------------------------------------------------------------------------------------

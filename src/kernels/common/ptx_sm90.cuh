@@ -137,51 +137,6 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 #endif
 }
 
-// ----- bulk copies without a tensor map ----------------------------------------------------------------------------
-
-// Add `bytes` (a multiple of 16) of fp32 values from shared memory into global memory, element by element, by the
-// copy engine: the issuing thread's registers are free at once, where a red.global holds them until the memory
-// pipeline takes the operands. Both addresses 16-byte aligned. Completes with the thread's bulk groups.
-__device__ __forceinline__ void bulk_reduce_add_f32(float* gmem, const float* smem, uint32_t bytes) {
-#if FLASHATTN_SM90
-    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gmem),
-                 "r"(smem_addr(smem)), "r"(bytes)
-                 : "memory");
-#else
-    (void)gmem, (void)smem, (void)bytes;
-    __trap();
-#endif
-}
-
-// Closes this thread's group of bulk operations issued since the last commit.
-__device__ __forceinline__ void bulk_commit_group() {
-#if FLASHATTN_SM90
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-#else
-    __trap();
-#endif
-}
-
-// Waits until at most kPending of this thread's committed bulk groups still read their shared-memory source.
-template <int kPending>
-__device__ __forceinline__ void bulk_wait_group_read() {
-#if FLASHATTN_SM90
-    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
-#else
-    __trap();
-#endif
-}
-
-// Waits until at most kPending of this thread's committed bulk groups are incomplete (their writes performed).
-template <int kPending>
-__device__ __forceinline__ void bulk_wait_group() {
-#if FLASHATTN_SM90
-    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
-#else
-    __trap();
-#endif
-}
-
 // ----- wgmma bookkeeping (the multiply-adds: wgmma_ops.cuh) ------------------------------------------------------
 
 // Orders this warpgroup's register and shared-memory accesses before the wgmma operations that follow.

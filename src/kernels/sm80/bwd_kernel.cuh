@@ -9,18 +9,12 @@
 // Each of the three phases spreads its output over the 8 warps as a 2-D grid of warp tiles (BwdTraits): a warp
 // tile of r x c elements reads 4096/r + 4096/c bytes of shared memory per mma, so tiles are made as square as the
 // registers allow (bench/NOTES.md has the measurements and what limits the kernel now).
-// dQ reaches the accumulator one of two ways. On sm_90 (where the staging fits in shared memory) each warp stores its
-// dQ tile to shared memory and, after the next block barrier, one thread a row hands the row to the copy engine as a
-// bulk fp32 reduction (cp.reduce.async.bulk): red.global instructions, 32 a thread a step, hold their source
-// registers until the memory pipeline accepts them, and the loads that reuse those registers stalled on them
-// (bench/NOTES.md). Elsewhere each thread adds its fragment with red.global.
 // dK, dV are written once per key tile, so GQA needs no atomics for them. A pre-pass computes D = rowsum(dO * O) and
 // zeroes the dQ accumulator; a post-pass scales and converts dQ (bwd_pre_post.cuh).
 //
 // Determinism: with p.deterministic the grid holds gridDim.x "splits", each looping over key tiles
 // split, split + gridDim.x, ... and adding into its own copy of the dQ accumulator; a thread adds to a given dQ
-// element only from one block, in program order (a bulk reduction waits for the previous one to complete), and the
-// post-pass sums the copies in a fixed order.
+// element only from one block, in program order, and the post-pass sums the copies in a fixed order.
 #pragma once
 
 #include <climits>
@@ -32,7 +26,6 @@
 #include "common/params.h"
 #include "common/philox.h"
 #include "kernels/common/ptx.cuh"
-#include "kernels/common/ptx_sm90.cuh"
 #include "kernels/common/seq_slice.cuh"
 #include "kernels/common/tile_io.cuh"
 
@@ -70,20 +63,13 @@ struct BwdTraits {
 
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
     static constexpr int kPStride = kBlockM + kRowPadElems;  // P^T / dS^T rows: odd number of 16-byte chunks
-    // dQ of a query tile staged in fp32 for the copy engine's reductions (sm_90, see below); rows padded by 16 bytes,
-    // so a warp's 8-byte stores to 8 rows take the minimum two shared-memory wavefronts.
-    static constexpr int kDqStride = kHeadDim + 4;
-    // Shared memory: K, V, P^T, dS^T, then `stages` copies of (Q, dO) and of (LSE, D), then the dQ staging if used.
-    // Two stages let query tile i + 1 load during tile i; a GPU with too little shared memory for two runs with one.
+    // Shared memory: K, V, P^T, dS^T, then `stages` copies of (Q, dO) and of (LSE, D). Two stages let query tile
+    // i + 1 load during tile i; a GPU with too little shared memory for two runs with one.
     static constexpr int kFixedElems = 2 * kBlockN * kStride + 2 * kBlockN * kPStride;
     static constexpr int kStageElems = 2 * kBlockM * kStride;
-    static constexpr int smem_bytes(int stages, bool dq_bulk) {
-        return (kFixedElems + stages * kStageElems) * 2 + stages * 2 * kBlockM * int(sizeof(float)) +
-               (dq_bulk ? kBlockM * kDqStride * int(sizeof(float)) : 0);
+    static constexpr int smem_bytes(int stages) {
+        return (kFixedElems + stages * kStageElems) * 2 + stages * 2 * kBlockM * int(sizeof(float));
     }
-    // The copy engine's dQ path where its staging fits beside two query stages in an sm_90 block's shared memory.
-    static constexpr int kSm90MaxSmemBytes = 227 * 1024;
-    static constexpr bool kDqBulkOnSm90 = smem_bytes(2, true) <= kSm90MaxSmemBytes;
     static_assert(kSKeys % 16 == 0 && kKVKeys % 16 == 0 && kQRows % 16 == 0, "warp tiles are whole m16 tiles");
     static_assert(kSTiles % 2 == 0 && kKVTiles % 2 == 0 && kQTiles % 2 == 0, "n8 tiles come in ldmatrix pairs");
 };
@@ -108,10 +94,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
     Elem* sdO_stages = sQ_stages + q_stages * T::kBlockM * T::kStride;
     float* sLse_stages = reinterpret_cast<float*>(sdO_stages + q_stages * T::kBlockM * T::kStride);  // LSE
     float* sD_stages = sLse_stages + q_stages * T::kBlockM;
-    float* sdQ = sD_stages + q_stages * T::kBlockM;  // [kBlockM][kDqStride] when dq_bulk
-    // One path compiled a pass: the sm_80 pass has no bulk reductions (and both paths in one kernel spill more).
-    constexpr bool dq_bulk = FLASHATTN_SM90 && T::kDqBulkOnSm90;
-    const bool dq_issuer = dq_bulk && threadIdx.x < T::kBlockM;  // thread r hands row r of the staged dQ over
 
     const int b = blockIdx.y, hk = blockIdx.z;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -208,17 +190,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         };
         QueryTile tile{hk * heads_per_group, m_block_begin, 0};
         if (steps > 0) load_query_tile(tile);
-        // The staged dQ of query tile (dq_h, dq_m0) goes to the copy engine once every warp has stored its part and
-        // passed a block barrier.
-        int dq_h = 0, dq_m0 = 0;
-        auto issue_staged_dq = [&] {
-            const int row = dq_m0 + tid;
-            if (!dq_issuer || row >= seq.seqlen_q) return;
-            if (p.deterministic) ptx::bulk_wait_group<0>();  // the previous reduction into these rows has landed
-            float* acc = dq_acc_split + ((acc_row0 + row) * p.nheads + dq_h) * int64_t(T::kHeadDim);
-            ptx::bulk_reduce_add_f32(acc, sdQ + tid * T::kDqStride, T::kHeadDim * int(sizeof(float)));
-            ptx::bulk_commit_group();
-        };
 
         for (int step = 0; step < steps; ++step, tile = next_tile(tile)) {
             const int h = tile.h, m0 = tile.m_block * T::kBlockM, stage = tile.stage;
@@ -230,7 +201,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             const float* sD = sD_stages + stage * T::kBlockM;
             ptx::cp_async_wait<0>();
             __syncthreads();  // this tile landed; every warp is done with the previous step (its stage, P^T, dS^T)
-            if (step > 0) issue_staged_dq();  // the previous step's dQ
             if (q_stages > 1 && step + 1 < steps) load_query_tile(next_tile(tile));  // overlaps the whole of this step
 
             // ---- phase S: S^T = K Q^T and dP^T = V dO^T (this warp: kSKeys keys x kSCols query columns) ----------
@@ -265,10 +235,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                 }
             };
-            // S^T first; its probabilities go to shared memory as P^T (the operand of dV) before dP^T is computed,
-            // and dS^T is formed from them read back: one score accumulator lives at a time, not two, which keeps the
-            // loop-invariant state out of local memory (bench/NOTES.md). dS uses P rounded to the element type, as the
-            // operand of dV is.
+            float acc_s[T::kSMTiles][T::kSTiles][4], acc_dp[T::kSMTiles][T::kSTiles][4];
+            keys_by_rows(acc_s, sK, sQ);
+            keys_by_rows(acc_dp, sV, sdO);
+
+            // ---- P^T and dS^T, element-wise; staged in shared memory -------------------------------------------
+            // Afterwards acc_s holds P^T (dropout applied) and acc_dp holds dS^T.
             const bool tile_needs_mask = [&] {
                 const KeyRange first = visible_keys(m0, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
                 const KeyRange last = visible_keys(m0 + T::kBlockM - 1, seq.seqlen_q, seq.seqlen_k, p.window_left,
@@ -283,90 +255,70 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                 // Non-short-circuit &: predicates, not branches.
                 return (key < seq.seqlen_k) & (row < seq.seqlen_q) & (key - row >= diff_lo) & (key - row <= diff_hi);
             };
-            // f(pair, offset, key, mc) for every pair of horizontally adjacent elements of this warp's S^T / dP^T
-            // tile: pair is the accumulator's two floats (by reference), offset the pair's place in P^T and dS^T,
-            // key the key index, mc the first pair element's column in the query tile (m0 + mc its query row).
-            float acc[T::kSMTiles][T::kSTiles][4];
-            auto for_each_pair = [&](auto&& f) {
+            // f(s, dp, key, mc) for every element of this warp's S^T and dP^T tiles (s and dp by reference; key is
+            // the key index, mc the column within the query tile, m0 + mc the query row).
+            auto for_each_score = [&](auto&& f) {
 #pragma unroll
                 for (int mt = 0; mt < T::kSMTiles; ++mt)
 #pragma unroll
                     for (int nt = 0; nt < T::kSTiles; ++nt)
 #pragma unroll
-                        for (int half = 0; half < 2; ++half) {
-                            const int key_in_tile = s_key0 + mt * 16 + group + 8 * half;
-                            const int mc = s_col0 + nt * 8 + 2 * tig;
-                            f(acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1], key_in_tile * T::kPStride + mc,
-                              n0 + key_in_tile, mc);
-                        }
+                        for (int i = 0; i < 4; ++i)
+                            f(acc_s[mt][nt][i], acc_dp[mt][nt][i], n0 + s_key0 + mt * 16 + group + 8 * (i / 2),
+                              s_col0 + nt * 8 + 2 * tig + i % 2);
             };
-            const uint32_t sPt_addr = ptx::smem_addr(sPt), sdSt_addr = ptx::smem_addr(sdSt);
-            constexpr uint32_t kElemBytes = sizeof(Elem);
-            keys_by_rows(acc, sK, sQ);  // S^T
             if (!transform_scores && !dropout) {
                 // The common case, kept short so the loop stays in the instruction cache: no per-element branches.
-                for_each_pair([&](float& s0, float& s1, int off, int key, int mc) {
-                    s0 = ptx::exp2_fast(s0 * p.scale_log2 - sLse[mc] * kLog2e);
-                    s1 = ptx::exp2_fast(s1 * p.scale_log2 - sLse[mc + 1] * kLog2e);
-                    if (tile_needs_mask) {
-                        if (!visible(m0 + mc, key)) s0 = 0.f;
-                        if (!visible(m0 + mc + 1, key)) s1 = 0.f;
-                    }
-                    ptx::st_shared_32(sPt_addr + off * kElemBytes, ptx::pack2(s0, s1, Elem()));
+                for_each_score([&](float& s, float&, int, int mc) {
+                    s = ptx::exp2_fast(s * p.scale_log2 - sLse[mc] * kLog2e);
                 });
-                keys_by_rows(acc, sV, sdO);  // dP^T
-                for_each_pair([&](float& dp0, float& dp1, int off, int, int mc) {
-                    float p0, p1;
-                    ptx::unpack2(ptx::ld_shared_32(sPt_addr + off * kElemBytes), p0, p1, Elem());
-                    ptx::st_shared_32(sdSt_addr + off * kElemBytes,
-                                      ptx::pack2(p0 * (dp0 - sD[mc]), p1 * (dp1 - sD[mc + 1]), Elem()));
-                });
+                if (tile_needs_mask) {
+                    for_each_score([&](float& s, float&, int key, int mc) {
+                        if (!visible(m0 + mc, key)) s = 0.f;
+                    });
+                }
+                for_each_score([&](float& s, float& dp, int, int mc) { dp = s * (dp - sD[mc]); });
             } else {
-                // Softcap, ALiBi or dropout: the general form. dS = P * (dP' - D) * dtanh, where dP' is dP scaled
-                // where dropout keeps the element and 0 where it drops it; between the two products dS^T's place
-                // holds P * dtanh, negated where the element is dropped.
-                for_each_pair([&](float& s0, float& s1, int off, int key, int mc) {
-                    float dropped[2], factor[2];
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const int row = m0 + mc + e;
-                        float s = e == 0 ? s0 : s1;
-                        float dtanh = 1.f;  // d(capped score) / d(scaled score)
-                        if (p.softcap > 0.f) {
-                            const float t = ptx::tanh_fast(s * softcap_in);
-                            s = p.softcap * t;
-                            dtanh = 1.f - t * t;
-                        } else if (transform_scores) {
-                            s *= p.scale;
-                        }
-                        if (p.alibi_slopes) s += alibi_bias(alibi_slope, row, key, seq.seqlen_q, seq.seqlen_k);
-                        float prob = ptx::exp2_fast(s * exp2_mult - sLse[mc + e] * kLog2e);
-                        if (tile_needs_mask && !visible(row, key)) prob = 0.f;
-                        bool keep = true;
-                        if (dropout)
-                            keep = bwd_dropout_keep(p.seed, p.offset, batch_head, row, key, p.dropout_keep_threshold);
-                        dropped[e] = keep ? prob * (dropout ? p.dropout_scale : 1.f) : 0.f;
-                        factor[e] = keep ? prob * dtanh : -(prob * dtanh);
+                // Softcap, ALiBi or dropout: the general form.
+                for_each_score([&](float& s_acc, float& dp_acc, int key, int mc) {
+                    const int row = m0 + mc;
+                    float s = s_acc;
+                    float dtanh = 1.f;  // d(capped score) / d(scaled score)
+                    if (p.softcap > 0.f) {
+                        const float t = ptx::tanh_fast(s * softcap_in);
+                        s = p.softcap * t;
+                        dtanh = 1.f - t * t;
+                    } else if (transform_scores) {
+                        s *= p.scale;
                     }
-                    ptx::st_shared_32(sPt_addr + off * kElemBytes, ptx::pack2(dropped[0], dropped[1], Elem()));
-                    ptx::st_shared_32(sdSt_addr + off * kElemBytes, ptx::pack2(factor[0], factor[1], Elem()));
-                });
-                keys_by_rows(acc, sV, sdO);  // dP^T
-                for_each_pair([&](float& dp0, float& dp1, int off, int, int mc) {
-                    float f[2];
-                    ptx::unpack2(ptx::ld_shared_32(sdSt_addr + off * kElemBytes), f[0], f[1], Elem());
-                    float ds[2];
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const float dp = e == 0 ? dp0 : dp1;
-                        const float kept_dp = dropout ? (f[e] >= 0.f ? dp * p.dropout_scale : 0.f) : dp;
-                        ds[e] = fabsf(f[e]) * (kept_dp - sD[mc + e]);
+                    if (p.alibi_slopes) s += alibi_bias(alibi_slope, row, key, seq.seqlen_q, seq.seqlen_k);
+                    float prob = ptx::exp2_fast(s * exp2_mult - sLse[mc] * kLog2e);
+                    if (tile_needs_mask && !visible(row, key)) prob = 0.f;
+                    float dp = dp_acc;
+                    float prob_dropped = prob;
+                    if (dropout) {
+                        const bool keep =
+                            bwd_dropout_keep(p.seed, p.offset, batch_head, row, key, p.dropout_keep_threshold);
+                        dp = keep ? dp * p.dropout_scale : 0.f;
+                        prob_dropped = keep ? prob * p.dropout_scale : 0.f;
                     }
-                    ptx::st_shared_32(sdSt_addr + off * kElemBytes, ptx::pack2(ds[0], ds[1], Elem()));
+                    s_acc = prob_dropped;
+                    dp_acc = prob * (dp - sD[mc]) * dtanh;
                 });
             }
-            if (dq_issuer) ptx::bulk_wait_group_read<0>();  // the copy engine is done reading the previous staged dQ
-            __syncthreads();  // P^T and dS^T complete (and the dQ staging free)
+#pragma unroll
+            for (int mt = 0; mt < T::kSMTiles; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < T::kSTiles; ++nt)
+#pragma unroll
+                    for (int half = 0; half < 2; ++half) {
+                        const int off = (s_key0 + mt * 16 + group + 8 * half) * T::kPStride + s_col0 + nt * 8 + 2 * tig;
+                        ptx::st_shared_32(ptx::smem_addr(sPt + off),
+                                          ptx::pack2(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1], Elem()));
+                        ptx::st_shared_32(ptx::smem_addr(sdSt + off),
+                                          ptx::pack2(acc_dp[mt][nt][2 * half], acc_dp[mt][nt][2 * half + 1], Elem()));
+                    }
+            __syncthreads();  // P^T and dS^T complete
 
             // ---- phase Q: dQ += dS K, into the fp32 accumulator (this warp: kQRows rows x kQCols) ----------------
             // First, so that its reductions drain to memory while the tensor cores work on dK and dV.
@@ -398,34 +350,18 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                 }
             }
-            if constexpr (dq_bulk) {
 #pragma unroll
-                for (int mq = 0; mq < T::kQMTiles; ++mq)
+            for (int mq = 0; mq < T::kQMTiles; ++mq)
 #pragma unroll
-                    for (int half = 0; half < 2; ++half) {
-                        const float* row = sdQ + (q_row0 + mq * 16 + group + 8 * half) * T::kDqStride + q_col0 + 2 * tig;
+                for (int half = 0; half < 2; ++half) {
+                    const int row = m0 + q_row0 + mq * 16 + group + 8 * half;
+                    if (row >= seq.seqlen_q) continue;
+                    float* acc =
+                        dq_acc_split + ((acc_row0 + row) * p.nheads + h) * int64_t(T::kHeadDim) + q_col0 + 2 * tig;
 #pragma unroll
-                        for (int dt = 0; dt < T::kQTiles; ++dt)
-                            ptx::st_shared_f32x2(ptx::smem_addr(row + dt * 8), acc_dq[mq][dt][2 * half],
-                                                 acc_dq[mq][dt][2 * half + 1]);
-                    }
-                ptx::fence_proxy_async_shared();  // the copy engine reads what these stores wrote
-                dq_h = h;
-                dq_m0 = m0;
-            } else {
-#pragma unroll
-                for (int mq = 0; mq < T::kQMTiles; ++mq)
-#pragma unroll
-                    for (int half = 0; half < 2; ++half) {
-                        const int row = m0 + q_row0 + mq * 16 + group + 8 * half;
-                        if (row >= seq.seqlen_q) continue;
-                        float* acc =
-                            dq_acc_split + ((acc_row0 + row) * p.nheads + h) * int64_t(T::kHeadDim) + q_col0 + 2 * tig;
-#pragma unroll
-                        for (int dt = 0; dt < T::kQTiles; ++dt)
-                            ptx::red_add_f32x2(acc + dt * 8, acc_dq[mq][dt][2 * half], acc_dq[mq][dt][2 * half + 1]);
-                    }
-            }
+                    for (int dt = 0; dt < T::kQTiles; ++dt)
+                        ptx::red_add_f32x2(acc + dt * 8, acc_dq[mq][dt][2 * half], acc_dq[mq][dt][2 * half + 1]);
+                }
 
             // ---- phase KV: dV += P^T dO, dK += dS^T Q (this warp: kKVKeys keys x kKVCols) -------------------------
 #pragma unroll
@@ -465,7 +401,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         // ---- epilogue: dK (times the softmax scale) and dV through shared memory, 16-byte stores --------------------
         ptx::cp_async_wait<0>();
         __syncthreads();  // every warp is done with K and V: reuse them for dK and dV
-        if (steps > 0) issue_staged_dq();  // the last step's dQ
 #pragma unroll
         for (int mt = 0; mt < T::kKVMTiles; ++mt)
 #pragma unroll
@@ -489,7 +424,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         store_tile<T::kBlockN, T::kHeadDim, T::kThreads>(dk, sK, p.dk_row_stride, stored_keys, p.head_dim, tid);
         store_tile<T::kBlockN, T::kHeadDim, T::kThreads>(dv, sV, p.dv_row_stride, stored_keys, p.head_dim_v, tid);
     }
-    if (dq_issuer) ptx::bulk_wait_group<0>();  // shared memory stays until the copy engine has read it
 }
 
 }  // namespace flashattn::kernels

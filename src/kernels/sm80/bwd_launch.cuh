@@ -25,24 +25,13 @@ template <typename Elem> struct BwdTileShape<Elem, 128> { using Traits = BwdTrai
 template <typename Elem> struct BwdTileShape<Elem, 192> { using Traits = BwdTraits<Elem, 192, 64, 64, 4, 2, 2>; };
 template <typename Elem> struct BwdTileShape<Elem, 256> { using Traits = BwdTraits<Elem, 256, 64, 64, 4, 2, 2>; };
 
-// How a backward kernel runs on this device: stages of (Q, dO), and whether dQ goes through the copy engine.
-struct BwdShape {
-    int stages = 1;
-    bool dq_bulk = false;
-};
-
-// The kernel's binary decides the dQ path: code built for sm_90 stages dQ for the copy engine where the shape allows
-// (BwdTraits::kDqBulkOnSm90), and then needs two stages; an sm_80 binary (also what a Hopper GPU runs when the build
-// has no sm_90 code) adds with red.global and takes two stages where the device's shared memory allows, else one.
+// Two stages of (Q, dO) where the device's per-block shared memory allows, else one.
 template <class T>
-BwdShape bwd_shape(int device, const void* kernel) {
+int bwd_query_stages(int device) {
     int max_smem = 0;
     check_cuda(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
                "cudaDeviceGetAttribute(max shared memory per block)");
-    cudaFuncAttributes attr{};
-    check_cuda(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes(backward kernel)");
-    if (attr.binaryVersion >= 90 && T::kDqBulkOnSm90) return {2, true};
-    return {T::smem_bytes(2, false) <= max_smem ? 2 : 1, false};
+    return T::smem_bytes(2) <= max_smem ? 2 : 1;
 }
 
 constexpr int kPrePostThreads = 256;
@@ -67,8 +56,8 @@ void launch_bwd_sm80(const AttnParams& p, const BwdPlan& plan) {
     const auto kernel = bwd_kernel<T>;
     int device = 0;
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    const BwdShape shape = bwd_shape<T>(device, reinterpret_cast<const void*>(kernel));
-    const int smem_bytes = T::smem_bytes(shape.stages, shape.dq_bulk);
+    const int stages = bwd_query_stages<T>(device);
+    const int smem_bytes = T::smem_bytes(stages);
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
                "cudaFuncSetAttribute(backward shared memory)");
     const int n_blocks = (p.seqlen_k + T::kBlockN - 1) / T::kBlockN;
@@ -76,7 +65,7 @@ void launch_bwd_sm80(const AttnParams& p, const BwdPlan& plan) {
         const dim3 grid(p.deterministic ? std::min(plan.n_splits, n_blocks) : n_blocks, p.batch, p.nheads_k);
         AttnParams run = p;
         run.softmax_d = softmax_d;
-        kernel<<<grid, T::kThreads, smem_bytes, stream>>>(run, dq_accum, plan.split_stride, softmax_d, shape.stages);
+        kernel<<<grid, T::kThreads, smem_bytes, stream>>>(run, dq_accum, plan.split_stride, softmax_d, stages);
         check_cuda(cudaGetLastError(), "backward kernel launch");
     }
 
