@@ -7,6 +7,8 @@
 # and profile_summary.txt. PROFILE_TARGETS picks targets by name (default: all of them):
 #   fwd90        the Hopper forward, hd128 seqlen 8k, bf16 (the default schedule)
 #   fwd90_pers   the same, persistent (FLASHATTN_SM90_PERSISTENT=1)
+#   fwd90_n128   the same, one block a tile with the persistent kernel's 128-key tiles (FLASHATTN_SM90_BLOCK_N=128)
+#   fwd90_causal / fwd90_pers_causal   hd128 seqlen 8k causal, one block a tile / persistent
 #   fwd90_short  the Hopper forward, hd128 seqlen 512, batch 32
 #   cudnn_fwd    PyTorch SDPA's cuDNN forward at hd128 8k and 512 (details only)
 #   bwd80        the Ampere-class backward, hd128 seqlen 2k; and FA2's backward (PyTorch SDPA flash), details only
@@ -33,19 +35,20 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUD
   ninja -C "$build" libflashattn.so >> "$work/build.log" 2>&1 || ninja -C "$build" >> "$work/build.log" 2>&1 ||
   { note "build FAILED"; tail -30 "$work/build.log"; exit 1; }
 note "build: $(( $(date +%s) - t0 )) s"
-# One shape through the C ABI (bench_sweep.py's bindings): ours [fwd|bwd] batch seqlen headdim reps
+# One shape through the C ABI (bench_sweep.py's bindings): ours [fwd|bwd] batch seqlen headdim reps [causal]
 cat > "$work/ours.py" <<'PY'
 import ctypes, sys, torch
 sys.path.insert(0, sys.argv[1])
 import bench_sweep as bs
 fa = bs.Flashattn(sys.argv[2])
 what, b, s, d, reps = sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+causal = len(sys.argv) > 8 and sys.argv[8] == "1"
 h = 2048 // d
 q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
 out, lse = torch.empty_like(q), torch.empty(b, h, s, device="cuda", dtype=torch.float32)
 dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-fwd = fa.make_fwd(q, k, v, out, lse, False)
-bwd, ws = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, False)
+fwd = fa.make_fwd(q, k, v, out, lse, causal)
+bwd, ws = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal)
 for _ in range(reps):
     fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd")
     if what == "bwd": fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd")
@@ -95,6 +98,9 @@ profile() {  # name kernel-regex launch-skip ours(1|0) command...
 
 want fwd90 && profile fwd90 fwd_sm90 1 1 "${OURS[@]}" fwd 2 8192 128 3
 want fwd90_pers && FLASHATTN_SM90_PERSISTENT=1 profile fwd90_pers fwd_sm90 1 1 "${OURS[@]}" fwd 2 8192 128 3
+want fwd90_n128 && FLASHATTN_SM90_BLOCK_N=128 profile fwd90_n128 fwd_sm90 1 1 "${OURS[@]}" fwd 2 8192 128 3
+want fwd90_causal && profile fwd90_causal fwd_sm90 1 1 "${OURS[@]}" fwd 2 8192 128 3 1
+want fwd90_pers_causal && FLASHATTN_SM90_PERSISTENT=1 profile fwd90_pers_causal fwd_sm90 1 1 "${OURS[@]}" fwd 2 8192 128 3 1
 want fwd90_short && profile fwd90_short fwd_sm90 1 1 "${OURS[@]}" fwd 32 512 128 3
 
 if want cudnn_fwd; then
