@@ -178,6 +178,10 @@ __device__ __forceinline__ void fence_registers(float (&r)[kRegs]) {
 // than hoisted out of a loop and kept in registers.
 __device__ __forceinline__ void opaque(uint32_t& v) { asm volatile("" : "+r"(v)); }
 
+// v as lane 0 holds it: a value the compiler then knows to be the same across the warp, so that what is computed from
+// it stays in uniform registers (wgmma descriptors are read from there) instead of ordinary ones moved over by R2UR.
+__device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+
 // A shared-memory matrix descriptor for a K-major tile of 128-byte rows (64 16-bit elements) in the 128-byte swizzle
 // the copy engine writes with CU_TENSOR_MAP_SWIZZLE_128B: rows grouped by 8 (1024 bytes, the stride between groups),
 // the tile 1024-byte aligned. Advancing k by 16 elements inside the row adds 32 bytes to the start address.
