@@ -181,12 +181,13 @@ def main():
     ap.add_argument("--lib", required=True, help="path to libflashattn.so")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--quick", action="store_true", help="seqlens 1024 and 8192 only, fewer repetitions")
+    ap.add_argument("--seqlens", type=int, nargs="+", help="these seqlens (batch = 16384 / seqlen) instead")
     ap.add_argument("--hdims", type=int, nargs="*", default=[64, 128, 256])
     ap.add_argument("--forward-only", action="store_true", help="time the forwards alone (comparing forward variants)")
     args = ap.parse_args()
 
     fa = Flashattn(args.lib)
-    seqlens = [1024, 8192] if args.quick else [512, 1024, 2048, 4096, 8192, 16384]
+    seqlens = args.seqlens or ([1024, 8192] if args.quick else [512, 1024, 2048, 4096, 8192, 16384])
     warmup, reps = (3, 10) if args.quick else (5, 30)
     rows = []
     header = f"{'hdim':>4} {'seqlen':>6} {'causal':>6} | {'ours fwd':>8} {'FA2 fwd':>8} {'cuDNN':>8} {'x FA2':>6} | " \

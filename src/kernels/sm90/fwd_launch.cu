@@ -53,10 +53,16 @@ bool env_is_one(const char* name) {
 // The persistent kernel keeps the narrower tiles: with the loop over work tiles live beside them, S, P and O of the
 // wider ones spill (ptxas: 224 bytes at 176 keys, 412 at 80 keys and head dim 256), so those are not compiled.
 bool persistent_requested() { return env_is_one("FLASHATTN_SM90_PERSISTENT"); }
+// Up to head dim 128 the 176-key tiles pay only with enough of them a block: at seqlen 512 a block has three (the
+// pipeline's fill and drain are then most of its time) against four of 128 keys.
+constexpr int kWideMinKeys = 2048;
+// FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere, =wide takes the wider ones wherever no mask applies.
 bool wide_key_tiles(const AttnParams& p) {
-    const char* forced = std::getenv("FLASHATTN_SM90_BLOCK_N");
-    if (forced && std::string(forced) == "128") return false;
-    return p.window_left < 0 && p.window_right < 0 && !persistent_requested();
+    const char* forced_c = std::getenv("FLASHATTN_SM90_BLOCK_N");
+    const std::string forced = forced_c ? forced_c : "";
+    if (forced == "128") return false;
+    if (p.window_left >= 0 || p.window_right >= 0 || persistent_requested()) return false;
+    return forced == "wide" || p.head_dim > kLargeBucket || p.seqlen_k >= kWideMinKeys;
 }
 constexpr int64_t kTmaStrideElems = 8;    // the copy engine's strides are multiples of 16 bytes
 constexpr uintptr_t kTmaBaseAlign = 16;
