@@ -53,9 +53,10 @@ bool env_is_one(const char* name) {
 // The persistent kernel keeps the narrower tiles: with the loop over work tiles live beside them, S, P and O of the
 // wider ones spill (ptxas: 224 bytes at 176 keys, 412 at 80 keys and head dim 256), so those are not compiled.
 bool persistent_requested() { return env_is_one("FLASHATTN_SM90_PERSISTENT"); }
-// Up to head dim 128 the 176-key tiles pay only with enough of them a block: at seqlen 512 a block has three (the
-// pipeline's fill and drain are then most of its time) against four of 128 keys.
-constexpr int kWideMinKeys = 2048;
+// Up to head dim 128 the 176-key tiles pay only with enough of them a block (the pipeline's fill and drain weigh more
+// in a short block). A/B at hd128 non-causal, three interleaved runs (bench/NOTES_sm90.md, v6): wide / narrow 0.956 at
+// seqlen 512, 0.960 at 1k, 0.985 at 2k, 1.006 at 4k (and +7% at 8k in a full sweep).
+constexpr int kWideMinKeys = 4096;
 // FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere, =wide takes the wider ones wherever no mask applies.
 bool wide_key_tiles(const AttnParams& p) {
     const char* forced_c = std::getenv("FLASHATTN_SM90_BLOCK_N");
