@@ -64,7 +64,7 @@ fi
 # ---- build ---------------------------------------------------------------------------------------------------------
 t0=$(date +%s)
 if cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA_ARCHS="$FLASHATTN_CUDA_ARCHS" \
-     -DFLASHATTN_BUILD_PYTHON=OFF "${gtest_args[@]}" > "$out/build.log" 2>&1 &&
+     -DFLASHATTN_BUILD_PYTHON=OFF -DFLASHATTN_BUILD_TESTS=ON "${gtest_args[@]}" > "$out/build.log" 2>&1 &&
    cmake --build "$build" -j "$jobs" >> "$out/build.log" 2>&1; then
   note "build: ok in $(( $(date +%s) - t0 )) s (archs $FLASHATTN_CUDA_ARCHS, $jobs jobs)"
 else
