@@ -79,6 +79,7 @@ t0=$(date +%s)
 ctest --test-dir "$build" --output-on-failure -j "${FLASHATTN_TEST_JOBS:-8}" --timeout 300 \
   ${FLASHATTN_TEST_FILTER:+-R "$FLASHATTN_TEST_FILTER"} > "$out/test.log" 2>&1
 test_rc=$?
+grep -qE 'tests passed|tests failed' "$out/test.log" || { note "tests: ctest found none (a build folder configured without them?)"; test_rc=1; }
 note "tests: $(grep -E 'tests passed|tests failed' "$out/test.log" | tail -1) in $(( $(date +%s) - t0 )) s (rc $test_rc)"
 grep -E '^\s+[0-9]+ - .*(Failed|Not Run|Timeout)' "$out/test.log" | head -40 | tee -a "$summary"
 note "skipped: $(grep -c 'Skipped' "$out/test.log" || true)"
