@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
 #include "common/build_config.h"
 
@@ -120,6 +121,25 @@ TEST(Sm90Eligibility, WorkTilesMustBeCountableInAnInt) {
     AttnParams p = dense(1, 1 << 30, 1 << 30, 8, 8, 64, 64);
     p.batch = 16;
     EXPECT_FALSE(sm90_forward_handles(p));
+}
+
+// The default schedule (sm90_default_schedule): specialised above head dim 64; at head dim 64 serial1 unless rows see
+// 8192 keys or more on average (causal halves the mean; a window bounds it).
+TEST(Sm90Eligibility, DefaultScheduleFollowsHeadDimAndMeanVisibleKeys) {
+    auto schedule = [](int seqlen, int head_dim, int window_left, int window_right) {
+        AttnParams p = dense(1, seqlen, seqlen, 8, 8, head_dim, head_dim);
+        p.window_left = window_left, p.window_right = window_right;
+        return std::string(sm90_default_schedule(p));
+    };
+    constexpr int kUnbounded = -1, kCausal = 0;
+    EXPECT_EQ(schedule(512, 128, kUnbounded, kUnbounded), "specialised");
+    EXPECT_EQ(schedule(512, 256, kUnbounded, kCausal), "specialised");
+    EXPECT_EQ(schedule(4096, 64, kUnbounded, kUnbounded), "serial1");
+    EXPECT_EQ(schedule(8192, 64, kUnbounded, kUnbounded), "specialised");
+    EXPECT_EQ(schedule(8192, 64, kUnbounded, kCausal), "serial1");      // 4096 keys a row on average
+    EXPECT_EQ(schedule(16384, 64, kUnbounded, kCausal), "specialised");  // 8192
+    EXPECT_EQ(schedule(16384, 64, 1024, kCausal), "serial1");            // a 1025-key window
+    EXPECT_EQ(schedule(1, 64, kUnbounded, kUnbounded), "serial1");
 }
 
 }  // namespace

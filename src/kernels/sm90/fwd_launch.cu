@@ -156,10 +156,7 @@ void launch_shape(const AttnParams& p, bool take_turns = false) {
 template <ElemType kElem>
 void launch_dtype(const AttnParams& p) {
     const char* choice = std::getenv("FLASHATTN_SM90_SCHEDULE");
-    std::string schedule = choice ? choice : "";
-    // The defaults, from the quick sweeps of bench/NOTES_sm90.md: at head dim 128 the specialised schedule leads
-    // every other by 20-40%; at head dim 64 the one-warpgroup serial blocks are as fast or faster.
-    if (schedule.empty()) schedule = p.head_dim <= kSmallBucket ? "serial1" : "specialised";
+    const std::string schedule = choice && *choice ? choice : sm90_default_schedule(p);
     if (wide_qk_narrow_v(p)) {
         launch<Sm90FwdTraits<ElemOf<kElem>, kWideQkBucket, 2, Sm90Schedule::specialised, 128, kLargeBucket>>(
             p, schedule != "specialised_free");
@@ -185,6 +182,23 @@ void launch_dtype(const AttnParams& p) {
 }
 
 }  // namespace
+
+// From the sweeps of bench/NOTES_sm90.md: above head dim 64 the specialised schedule leads every other by 20-40%. At
+// head dim 64 the one-warpgroup serial blocks lead unless rows see many keys on average: A/B, three interleaved runs
+// (v7), specialised / serial1 +4.6% at 8k and +6.6% at 16k non-causal, +4.9% at 16k causal (8k keys a row on
+// average), -5% at 8k causal, -6 to -18% below.
+constexpr int64_t kSpecialisedMinMeanKeys = 8192;
+constexpr int kMeanKeysSamples = 16;  // rows sampled for the mean: the visible range changes linearly along rows
+const char* sm90_default_schedule(const AttnParams& p) {
+    if (p.head_dim > kSmallBucket) return "specialised";
+    int64_t keys = 0;
+    for (int i = 0; i < kMeanKeysSamples; ++i) {
+        const int64_t row = (2 * i + 1) * int64_t(p.seqlen_q) / (2 * kMeanKeysSamples);
+        const KeyRange r = visible_keys(row, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        keys += std::max<int64_t>(0, r.end - r.begin);
+    }
+    return keys >= kSpecialisedMinMeanKeys * kMeanKeysSamples ? "specialised" : "serial1";
+}
 
 bool sm90_forward_handles(const AttnParams& p) {
     if (p.op != OpKind::forward) return false;

@@ -14,6 +14,9 @@ namespace flashattn::kernels {
 // dispatch's checks.
 bool sm90_forward_handles(const AttnParams& p);
 
+// The schedule the launch takes for p unless FLASHATTN_SM90_SCHEDULE names one: "serial1" or "specialised".
+const char* sm90_default_schedule(const AttnParams& p);
+
 void launch_fwd_sm90(const AttnParams& p);
 
 // Launches so far in this process: lets a test tell that the Hopper path, not the fallback, computed its case.
