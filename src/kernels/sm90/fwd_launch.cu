@@ -2,14 +2,14 @@
 // bfloat16 x head dims 64, 128 x {serial1, specialised with 128-key tiles, specialised with 176-key tiles}, and in
 // the specialised schedule alone head dim 256 (64- and 80-key tiles) and q/k head dim 192 with v head dim 128; head
 // dims below a bucket are zero-filled by the copy engine.
-// FLASHATTN_SM90_SCHEDULE picks the schedule (bench/NOTES_sm90.md has each one's measurements; unset: specialised
-// at head dims above 64, serial1 up to 64):
+// FLASHATTN_SM90_SCHEDULE picks the schedule (bench/NOTES_sm90.md has each one's measurements; unset:
+// sm90_default_schedule, specialised above head dim 64 and for long rows at 64, serial1 otherwise):
 //   serial1     one warpgroup a block, each product waited for at once, 64-key tiles
 //   specialised a producer warpgroup and two overlapped consumer warpgroups taking turns
 //   specialised_free  the same without turns
-// Key tiles of the specialised schedule where no causal or window mask applies: 176 keys up to head dim 128 (128
-// otherwise), 80 at head dim 256 (64 otherwise): fewer softmax rounds and barriers per product.
-// FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere.
+// Key tiles of the specialised schedule where no causal or window mask applies: 176 keys up to head dim 128 from
+// 4096 keys on (128 otherwise), 80 at head dim 256 (64 otherwise): fewer softmax rounds and barriers per product.
+// FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere, =wide takes the wider ones wherever no mask applies.
 // The specialised kernel runs one block a work tile, or with FLASHATTN_SM90_PERSISTENT=1 one block an SM looping
 // over the tiles (its output then written 4 bytes at a time: bench/NOTES_sm90.md).
 #include <cuda_runtime.h>
@@ -46,21 +46,20 @@ bool wide_qk_narrow_v(const AttnParams& p) {
 // Key tiles of the specialised schedule up to head dim 128 where every key is visible to every row: S 88, P 44 and
 // O 64 registers a thread at head dim 128; 2 x (K + V) stages and Q take 209 KB of shared memory.
 constexpr int kWideBlockN = 176;
-bool env_is_one(const char* name) {
+// An environment variable's value, "" where unset.
+std::string env_value(const char* name) {
     const char* value = std::getenv(name);
-    return value && std::string(value) == "1";
+    return value ? value : "";
 }
 // The persistent kernel keeps the narrower tiles: with the loop over work tiles live beside them, S, P and O of the
 // wider ones spill (ptxas: 224 bytes at 176 keys, 412 at 80 keys and head dim 256), so those are not compiled.
-bool persistent_requested() { return env_is_one("FLASHATTN_SM90_PERSISTENT"); }
+bool persistent_requested() { return env_value("FLASHATTN_SM90_PERSISTENT") == "1"; }
 // Up to head dim 128 the 176-key tiles pay only with enough of them a block (the pipeline's fill and drain weigh more
 // in a short block). A/B at hd128 non-causal, three interleaved runs (bench/NOTES_sm90.md, v6): wide / narrow 0.956 at
 // seqlen 512, 0.960 at 1k, 0.985 at 2k, 1.006 at 4k (and +7% at 8k in a full sweep).
 constexpr int kWideMinKeys = 4096;
-// FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere, =wide takes the wider ones wherever no mask applies.
 bool wide_key_tiles(const AttnParams& p) {
-    const char* forced_c = std::getenv("FLASHATTN_SM90_BLOCK_N");
-    const std::string forced = forced_c ? forced_c : "";
+    const std::string forced = env_value("FLASHATTN_SM90_BLOCK_N");
     if (forced == "128") return false;
     if (p.window_left >= 0 || p.window_right >= 0 || persistent_requested()) return false;
     return forced == "wide" || p.head_dim > kLargeBucket || p.seqlen_k >= kWideMinKeys;
@@ -155,8 +154,8 @@ void launch_shape(const AttnParams& p, bool take_turns = false) {
 
 template <ElemType kElem>
 void launch_dtype(const AttnParams& p) {
-    const char* choice = std::getenv("FLASHATTN_SM90_SCHEDULE");
-    const std::string schedule = choice && *choice ? choice : sm90_default_schedule(p);
+    std::string schedule = env_value("FLASHATTN_SM90_SCHEDULE");
+    if (schedule.empty()) schedule = sm90_default_schedule(p);
     if (wide_qk_narrow_v(p)) {
         launch<Sm90FwdTraits<ElemOf<kElem>, kWideQkBucket, 2, Sm90Schedule::specialised, 128, kLargeBucket>>(
             p, schedule != "specialised_free");
