@@ -5,7 +5,10 @@
 # sweep measures the peers (PyTorch SDPA's flash and cuDNN) in its own process, so ratios compare across variants.
 #   AB_PATCHES     patch files, space separated (default: none, the tree alone)
 #   AB_SWEEP_ARGS  arguments for bench/bench_sweep.py (default "--quick")
+#   AB_ENV_VARIANTS  variants of the tree's library under environment variables, space separated, each
+#                  "name:VAR=value[,VAR=value...]" (e.g. "spec3:FLASHATTN_SM90_SCHEDULE=specialised3")
 #   AB_REPEAT      sweeps per variant, interleaved A B A B ... (default 1)
+#   AB_SWEEP_TIMEOUT  seconds a sweep may take (default 300)
 # Writes $OUT/ab.tar.gz (each sweep's log and JSON) and $OUT/ab_summary.txt (each sweep's geometric means).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,11 +29,16 @@ build_lib() {  # into $work/lib_$1.so
 }
 
 variants=(base)
+declare -A lib_of=([base]=base) env_of=([base]="")
 build_lib base || exit 1
+for spec in ${AB_ENV_VARIANTS:-}; do
+  name=${spec%%:*}
+  variants+=("$name"); lib_of[$name]=base; env_of[$name]=$(echo "${spec#*:}" | tr ',' ' ')
+done
 for patch in ${AB_PATCHES:-}; do
   name=$(basename "$patch" .patch)
   git -C "$root" apply "$root/$patch" || { note "patch $patch does not apply"; continue; }
-  build_lib "$name" && variants+=("$name")
+  build_lib "$name" && variants+=("$name") && lib_of[$name]=$name && env_of[$name]=""
   git -C "$root" apply -R "$root/$patch"
 done
 ninja -C "$build" libflashattn.so >> "$work/build.log" 2>&1  # the tree as it was
@@ -38,9 +46,10 @@ ninja -C "$build" libflashattn.so >> "$work/build.log" 2>&1  # the tree as it wa
 for rep in $(seq 1 "${AB_REPEAT:-1}"); do
   for v in "${variants[@]}"; do
     t0=$(date +%s)
-    python3 "$root/bench/bench_sweep.py" --lib "$work/lib_$v.so" --json "$work/sweep_${v}_$rep.json" \
+    env ${env_of[$v]} timeout "${AB_SWEEP_TIMEOUT:-300}" python3 "$root/bench/bench_sweep.py" \
+      --lib "$work/lib_${lib_of[$v]}.so" --json "$work/sweep_${v}_$rep.json" \
       ${AB_SWEEP_ARGS:---quick} > "$work/sweep_${v}_$rep.log" 2>&1
-    note "sweep $v #$rep: rc $? in $(( $(date +%s) - t0 )) s"
+    note "sweep $v #$rep (${env_of[$v]:-no variables}): rc $? in $(( $(date +%s) - t0 )) s"
     grep -E 'geometric' "$work/sweep_${v}_$rep.log" | tee -a "$summary"
   done
 done

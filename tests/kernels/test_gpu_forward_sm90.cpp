@@ -1,9 +1,9 @@
 // The Hopper forward (src/kernels/sm90) against the fp32 CPU oracle by the rule of attention_case.h: the cases it
 // takes (float16/bfloat16, head dims up to 256 and 192/128 for q-k/v, causal and window masks, softcap, ALiBi, GQA,
 // varlen, odd lengths), each run with FLASHATTN_FORWARD_PATH=sm90 in every schedule (FLASHATTN_SM90_SCHEDULE:
-// serial1, specialised, specialised_free; specialised also persistent, FLASHATTN_SM90_PERSISTENT=1, with 128-key
-// tiles everywhere, FLASHATTN_SM90_BLOCK_N=128, and with the wider tiles wherever no mask applies, =wide, which the
-// default takes only from 4096 keys) and checked to have launched the Hopper kernel rather than the Ampere fallback.
+// serial1, specialised, specialised_free, specialised3 (three consumer warpgroups at head dim 64); specialised also
+// persistent, FLASHATTN_SM90_PERSISTENT=1, with 128-key tiles everywhere, FLASHATTN_SM90_BLOCK_N=128, and with the
+// wider tiles wherever no mask applies, =wide, which the default takes only from 4096 keys) and checked to have launched the Hopper kernel rather than the Ampere fallback.
 // Skipped, saying why, where the device is not compute capability 9.0 or sm_90a was not compiled.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -70,6 +70,7 @@ void check_on_sm90(const AttnCase& c) {
                                 {"specialised", "0", "128"},
                                 {"specialised", "0", "wide"},
                                 {"specialised_free", "0", ""},
+                                {"specialised3", "0", ""},
                                 {"specialised", "1", ""}};
     for (const Variant& v : variants) {
         SCOPED_TRACE(std::string("FLASHATTN_SM90_SCHEDULE=") + v.schedule + " FLASHATTN_SM90_PERSISTENT=" +

@@ -124,7 +124,7 @@ TEST(Sm90Eligibility, WorkTilesMustBeCountableInAnInt) {
 }
 
 // The default schedule (sm90_default_schedule): specialised above head dim 64; at head dim 64 serial1 unless rows see
-// 8192 keys or more on average (causal halves the mean; a window bounds it).
+// 4096 keys or more on average (causal halves the mean; a window bounds it), then three consumer warpgroups.
 TEST(Sm90Eligibility, DefaultScheduleFollowsHeadDimAndMeanVisibleKeys) {
     auto schedule = [](int seqlen, int head_dim, int window_left, int window_right) {
         AttnParams p = dense(1, seqlen, seqlen, 8, 8, head_dim, head_dim);
@@ -134,11 +134,12 @@ TEST(Sm90Eligibility, DefaultScheduleFollowsHeadDimAndMeanVisibleKeys) {
     constexpr int kUnbounded = -1, kCausal = 0;
     EXPECT_EQ(schedule(512, 128, kUnbounded, kUnbounded), "specialised");
     EXPECT_EQ(schedule(512, 256, kUnbounded, kCausal), "specialised");
-    EXPECT_EQ(schedule(4096, 64, kUnbounded, kUnbounded), "serial1");
-    EXPECT_EQ(schedule(8192, 64, kUnbounded, kUnbounded), "specialised");
-    EXPECT_EQ(schedule(8192, 64, kUnbounded, kCausal), "serial1");      // 4096 keys a row on average
-    EXPECT_EQ(schedule(16384, 64, kUnbounded, kCausal), "specialised");  // 8192
-    EXPECT_EQ(schedule(16384, 64, 1024, kCausal), "serial1");            // a 1025-key window
+    EXPECT_EQ(schedule(2048, 64, kUnbounded, kUnbounded), "serial1");
+    EXPECT_EQ(schedule(4096, 64, kUnbounded, kUnbounded), "specialised3");
+    EXPECT_EQ(schedule(4096, 64, kUnbounded, kCausal), "serial1");        // 2048 keys a row on average
+    EXPECT_EQ(schedule(8192, 64, kUnbounded, kCausal), "specialised3");   // 4096
+    EXPECT_EQ(schedule(16384, 64, kUnbounded, kCausal), "specialised3");  // 8192
+    EXPECT_EQ(schedule(16384, 64, 1024, kCausal), "serial1");             // a 1025-key window
     EXPECT_EQ(schedule(1, 64, kUnbounded, kUnbounded), "serial1");
 }
 

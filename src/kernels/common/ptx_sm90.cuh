@@ -231,4 +231,25 @@ __device__ __forceinline__ void named_barrier_arrive(int threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "r"(threads) : "memory");
 }
 
+// Named barrier kBase + n, n in [0, kCount) known only at run time (a warpgroup's own barrier): each branch names a
+// constant id, so ptxas still counts the barriers in use exactly.
+template <int kBase, int kCount>
+__device__ __forceinline__ void named_barrier_sync_nth(int n, int threads) {
+    if constexpr (kCount > 1) {
+        if (n == kCount - 1) return named_barrier_sync<kBase + kCount - 1>(threads);
+        return named_barrier_sync_nth<kBase, kCount - 1>(n, threads);
+    } else {
+        named_barrier_sync<kBase>(threads);
+    }
+}
+template <int kBase, int kCount>
+__device__ __forceinline__ void named_barrier_arrive_nth(int n, int threads) {
+    if constexpr (kCount > 1) {
+        if (n == kCount - 1) return named_barrier_arrive<kBase + kCount - 1>(threads);
+        return named_barrier_arrive_nth<kBase, kCount - 1>(n, threads);
+    } else {
+        named_barrier_arrive<kBase>(threads);
+    }
+}
+
 }  // namespace flashattn::ptx

@@ -8,8 +8,9 @@
 //   layout, so the masks and the online softmax are the Ampere kernel's (sm80/warp_tiles.cuh) unchanged;
 //   O += P V takes P from those registers (wgmma's register A operand) and V from shared memory as an N-major B.
 // Thread 0 issues the copies; a stage is refilled after the block's barrier at the end of the tile that used it.
-// fwd_specialised_kernel.cuh, the default above head dim 64, adds a producer warpgroup and two consumer warpgroups
-// that overlap each tile's softmax with the previous tile's P V product. Features: causal and window
+// fwd_specialised_kernel.cuh, the default above head dim 64 and for long rows at 64, adds a producer warpgroup and
+// two (three at head dim 64) consumer warpgroups that overlap each tile's softmax with the previous tile's P V
+// product. Features: causal and window
 // masks, softcap, ALiBi, GQA, varlen, any lengths; the dispatch sends dropout and attention probabilities to the
 // Ampere kernel.
 #pragma once
@@ -73,13 +74,16 @@ struct Sm90FwdTraits {
     // is what the block was launched with: __launch_bounds__(kThreads, 1) caps every thread at the register file
     // over the block's threads (168 for three warpgroups); a consumer's setmaxnreg.inc waits until the producer's
     // .dec has freed enough, so the budgets must fit that pool exactly or the block hangs.
+    // Two consumer warpgroups: 240 each (the 168 a thread of three warpgroups launches with, moved from the
+    // producer); three: 160 (128 at launch with four warpgroups).
     static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
     static constexpr int kProducerRegs = 24;
-    static constexpr int kConsumerRegs = 240;
+    static constexpr int kConsumerRegs = kWarpgroups >= 3 ? 160 : 240;
     static_assert(kHeadDim % kBoxCols == 0 && kHeadDimV % kBoxCols == 0, "whole 64-column boxes");
     static_assert(kHeadDimV <= kHeadDim, "the output is staged in the Q tile");
     static_assert(kBlockN % 16 == 0, "whole k16 steps of the P V product (wgmma_ops.cuh has S's widths)");
     static_assert(kBlockM <= 256 && kBlockN <= 256, "one copy-engine box holds a tile's rows");
+    static_assert(kWarpgroups <= 3, "named barriers are laid out for three consumer warpgroups at most");
     static_assert(!kProducer || kProducerRegs + kWarpgroups * kConsumerRegs <= (kWarpgroups + 1) * kLaunchRegs,
                   "the producer's and consumers' budgets fit the registers the block was launched with");
 };
@@ -338,12 +342,11 @@ __device__ __forceinline__ void prepare_scores(float (&acc_s)[T::kMTiles][T::kNT
 // whole 128-byte row segments; each 128-byte row of a box there has its 16-byte chunks XOR-swizzled by the row, so
 // that neither the 4-byte writes from the accumulators nor the 16-byte reads meet bank conflicts. An output whose
 // rows are not 16-byte aligned is written 4 bytes at a time straight from the accumulators.
-constexpr int kEpilogueBarrier = 3;  // named barriers 3, 4: one per consumer warpgroup (1, 2 are the turns')
+// Named barriers: 1-3 the consumer warpgroups' turns (fwd_specialised_kernel.cuh), 4-6 one per consumer warpgroup
+// for the epilogue, 7 the V tail's zeroing.
+constexpr int kTurnBarrier = 1, kEpilogueBarrier = 4, kZeroBarrier = 7, kMaxConsumerWarpgroups = 3;
 __device__ __forceinline__ void warpgroup_sync(int wg) {
-    if (wg == 0)
-        ptx::named_barrier_sync<kEpilogueBarrier>(128);
-    else
-        ptx::named_barrier_sync<kEpilogueBarrier + 1>(128);
+    ptx::named_barrier_sync_nth<kEpilogueBarrier, kMaxConsumerWarpgroups>(wg, 128);
 }
 template <class T, bool kStaged = true>
 __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTiles][T::kDTiles][4],

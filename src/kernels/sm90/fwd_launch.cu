@@ -1,12 +1,14 @@
 // Launching the Hopper forward: tensor maps for Q, K and V, the grid, the shared memory. Instances: float16,
-// bfloat16 x head dims 64, 128 x {serial1, specialised with 128-key tiles, specialised with 176-key tiles}, and in
-// the specialised schedule alone head dim 256 (64- and 80-key tiles) and q/k head dim 192 with v head dim 128; head
-// dims below a bucket are zero-filled by the copy engine.
+// bfloat16 x head dims 64, 128 x {serial1, specialised with 128-key tiles, specialised with 176-key tiles}, head dim
+// 64 with three consumer warpgroups, and in the specialised schedule alone head dim 256 (64- and 80-key tiles) and
+// q/k head dim 192 with v head dim 128; head dims below a bucket are zero-filled by the copy engine.
 // FLASHATTN_SM90_SCHEDULE picks the schedule (bench/NOTES_sm90.md has each one's measurements; unset:
-// sm90_default_schedule, specialised above head dim 64 and for long rows at 64, serial1 otherwise):
+// sm90_default_schedule, specialised above head dim 64, specialised3 for long rows at 64, serial1 otherwise):
 //   serial1     one warpgroup a block, each product waited for at once, 64-key tiles
 //   specialised a producer warpgroup and two overlapped consumer warpgroups taking turns
 //   specialised_free  the same without turns
+//   specialised3 at head dim 64: three consumer warpgroups taking turns, 192 query rows a block (elsewhere as
+//               specialised)
 // Key tiles of the specialised schedule where no causal or window mask applies: 176 keys up to head dim 128 from
 // 4096 keys on (128 otherwise), 80 at head dim 256 (64 otherwise): fewer softmax rounds and barriers per product.
 // FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere, =wide takes the wider ones wherever no mask applies.
@@ -46,6 +48,9 @@ bool wide_qk_narrow_v(const AttnParams& p) {
 // Key tiles of the specialised schedule up to head dim 128 where every key is visible to every row: S 88, P 44 and
 // O 64 registers a thread at head dim 128; 2 x (K + V) stages and Q take 209 KB of shared memory.
 constexpr int kWideBlockN = 176;
+// Head dim 64 with three consumer warpgroups (192 query rows a block): a consumer holds 160 registers, room for S, P
+// and O of 128-key tiles (64 + 32 + 32).
+constexpr int kThreeWgBlockN = 128;
 // An environment variable's value, "" where unset.
 std::string env_value(const char* name) {
     const char* value = std::getenv(name);
@@ -114,9 +119,11 @@ void launch(const AttnParams& p, bool take_turns) {
                                             p.nheads_k, batches, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
                                             T::kBoxCols, T::kBlockN);
     constexpr bool kWideTiles = T::kBlockN == kWideBlockN || T::kBlockN == kHugeWideBlockN;
-    const bool persistent = persistent_requested() && !kWideTiles;
+    // The persistent kernel is compiled for two consumer warpgroups with the narrower tiles alone.
+    constexpr bool kHasPersistent = !kWideTiles && T::kWarpgroups == 2;
+    const bool persistent = persistent_requested() && kHasPersistent;
     const auto kernel = [persistent] {
-        if constexpr (T::kSchedule == Sm90Schedule::specialised && !kWideTiles)
+        if constexpr (T::kSchedule == Sm90Schedule::specialised && kHasPersistent)
             return persistent ? fwd_sm90_specialised_kernel<T, true> : fwd_sm90_specialised_kernel<T, false>;
         else if constexpr (T::kSchedule == Sm90Schedule::specialised)
             return fwd_sm90_specialised_kernel<T, false>;
@@ -170,6 +177,11 @@ void launch_dtype(const AttnParams& p) {
                 p, schedule != "specialised_free");
         return;
     }
+    if (schedule == "specialised3" && p.head_dim <= kSmallBucket) {
+        launch<Sm90FwdTraits<ElemOf<kElem>, kSmallBucket, 3, Sm90Schedule::specialised, kThreeWgBlockN>>(p, true);
+        return;
+    }
+    if (schedule == "specialised3") schedule = "specialised";  // compiled at head dim 64 alone
     if (schedule == "specialised" || schedule == "specialised_free") {
         if (wide_key_tiles(p))
             launch_shape<kElem, 2, Sm90Schedule::specialised, kWideBlockN>(p, schedule == "specialised");
@@ -183,10 +195,11 @@ void launch_dtype(const AttnParams& p) {
 }  // namespace
 
 // From the sweeps of bench/NOTES_sm90.md: above head dim 64 the specialised schedule leads every other by 20-40%. At
-// head dim 64 the one-warpgroup serial blocks lead unless rows see many keys on average: A/B, three interleaved runs
-// (v7), specialised / serial1 +4.6% at 8k and +6.6% at 16k non-causal, +4.9% at 16k causal (8k keys a row on
-// average), -5% at 8k causal, -6 to -18% below.
-constexpr int64_t kSpecialisedMinMeanKeys = 8192;
+// head dim 64 the one-warpgroup serial blocks lead unless rows see many keys on average; there the three consumer
+// warpgroups do. A/B, three interleaved runs (v8), specialised3 / the previous default against cuDNN: 0.994 / 0.949
+// at 4k, 1.023 / 0.893 at 8k, 1.064 / 0.949 at 16k non-causal; 0.918 / 0.882 at 8k and 1.001 / 0.974 at 16k causal
+// (4096 and 8192 keys a row on average); behind at 2k non-causal (0.961 / 0.987) and 4k causal (0.887 / 0.909).
+constexpr int64_t kSpecialisedMinMeanKeys = 4096;
 constexpr int kMeanKeysSamples = 16;  // rows sampled for the mean: the visible range changes linearly along rows
 const char* sm90_default_schedule(const AttnParams& p) {
     if (p.head_dim > kSmallBucket) return "specialised";
@@ -196,7 +209,7 @@ const char* sm90_default_schedule(const AttnParams& p) {
         const KeyRange r = visible_keys(row, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
         keys += std::max<int64_t>(0, r.end - r.begin);
     }
-    return keys >= kSpecialisedMinMeanKeys * kMeanKeysSamples ? "specialised" : "serial1";
+    return keys >= kSpecialisedMinMeanKeys * kMeanKeysSamples ? "specialised3" : "serial1";
 }
 
 bool sm90_forward_handles(const AttnParams& p) {

@@ -14,7 +14,8 @@ namespace flashattn::kernels {
 // dispatch's checks.
 bool sm90_forward_handles(const AttnParams& p);
 
-// The schedule the launch takes for p unless FLASHATTN_SM90_SCHEDULE names one: "serial1" or "specialised".
+// The schedule the launch takes for p unless FLASHATTN_SM90_SCHEDULE names one: "serial1", "specialised" or
+// "specialised3".
 const char* sm90_default_schedule(const AttnParams& p);
 
 void launch_fwd_sm90(const AttnParams& p);

@@ -1,5 +1,5 @@
-// The Hopper forward with warp specialisation: one producer warpgroup feeds the copy engine, T::kWarpgroups
-// consumer warpgroups (64 query rows each) compute.
+// The Hopper forward with warp specialisation: one producer warpgroup feeds the copy engine, T::kWarpgroups (two, or
+// three at head dim 64) consumer warpgroups (64 query rows each) compute.
 //
 //   producer (warpgroup 0, one thread): a work tile's Q; then for every key tile K into its K stage and V into its V
 //     stage, each stage (and Q) first waited for on its "empty" mbarrier. It keeps kProducerRegs registers
@@ -8,9 +8,9 @@
 //     together, the exponentials of S(j) computed while the second runs, O rescaled once it is done. Each warp hands
 //     a stage back (one arrival on its empty mbarrier) as soon as the wgmma wait that covers its reads returns, so
 //     the producer refills it without a block-wide barrier.
-//   taking turns (take_turns, a run-time choice): the two consumer warpgroups issue their products one after the
-//     other, each waiting on its named barrier for the other's signal, so that one's softmax runs while the other's
-//     products keep the tensor cores busy rather than both asking for them at once.
+//   taking turns (take_turns, a run-time choice): the consumer warpgroups issue their products one after the
+//     other, each waiting on its named barrier for the previous one's signal, so that one's softmax runs while the
+//     others' products keep the tensor cores busy rather than all asking for them at once.
 //   persistence: a block loops over work tiles (sm90_tile: heaviest causal tiles first); launched with one block an
 //     SM, the producer loads the next tile's Q and K/V while the consumers finish the last one; Q goes back to the
 //     producer on its own "empty" mbarrier once the output staged in it has been written out.
@@ -33,27 +33,23 @@ template <class T, bool kStaged, int kRingOffset = 0>
 __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSmem<T>& s, const Sm90Place<T>& at,
                                                int tid, int kv, int done, bool take_turns) {
     const bool warp_leader = tid % 32 == 0;
-    constexpr int kTurnBarrier = 1, kTurnThreads = 256;  // named barrier 0 is __syncthreads'
-    const int wg = tid / 128;
+    // Turns go round the consumer warpgroups: w waits on barrier kTurnBarrier + w (its own 128 threads and the
+    // signalling warpgroup's 128), then signals the next one's. The last warpgroup opens the first round and skips
+    // its last signal, so every barrier phase a warpgroup waits for is completed exactly once.
+    constexpr int kTurnThreads = 256, kLastWg = T::kWarpgroups - 1;
+    const int wg = tid / 128, next_wg = wg == kLastWg ? 0 : wg + 1;
     const int tiles = at.n_tile_end - at.n_tile_begin;
     const int issues = tiles > 0 ? tiles + 1 : 0;
     int issued = 0;
     auto my_turn = [&] {
-        if (!take_turns) return;
-        if (wg == 0)
-            ptx::named_barrier_sync<kTurnBarrier>(kTurnThreads);
-        else
-            ptx::named_barrier_sync<kTurnBarrier + 1>(kTurnThreads);
+        if (take_turns) ptx::named_barrier_sync_nth<kTurnBarrier, T::kWarpgroups>(wg, kTurnThreads);
     };
     auto your_turn = [&] {
         ++issued;
-        if (!take_turns) return;
-        if (wg == 0)
-            ptx::named_barrier_arrive<kTurnBarrier + 1>(kTurnThreads);
-        else if (issued < issues)
-            ptx::named_barrier_arrive<kTurnBarrier>(kTurnThreads);
+        if (take_turns && (wg != kLastWg || issued < issues))
+            ptx::named_barrier_arrive_nth<kTurnBarrier, T::kWarpgroups>(next_wg, kTurnThreads);
     };
-    if (take_turns && wg == 1 && issues > 0) ptx::named_barrier_arrive<kTurnBarrier>(kTurnThreads);
+    if (take_turns && wg == kLastWg && issues > 0) ptx::named_barrier_arrive<kTurnBarrier>(kTurnThreads);
 
     auto wait_k = [&](int i) {
         ptx::mbarrier_wait(&s.k_full[(kRingOffset + i) % T::kKStages], ((kv + i) / T::kKStages) % 2);
@@ -127,7 +123,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     if (tiles > 0) {
         wait_v(tiles - 1);
         if (v_tail_needs_zeros<T>(p, at)) {  // both consumer warpgroups zero it and meet before either reads it
-            constexpr int kZeroBarrier = 5, kConsumerThreads = 256;
+            constexpr int kConsumerThreads = 128 * T::kWarpgroups;
             zero_v_tail<T>(s.v[(kRingOffset + tiles - 1) % T::kVStages][0], at, tid, kConsumerThreads);
             ptx::named_barrier_sync<kZeroBarrier>(kConsumerThreads);
         }
@@ -209,10 +205,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
 
     ptx::setmaxnreg_inc<T::kConsumerRegs>();
-    // Turns: warpgroup w waits on barrier kTurnBarrier + w before issuing and then signals the other's. In a work
-    // tile each issues tiles + 1 times (S(0), one per later tile, the last P V); the second starts by signalling the
-    // first and skips its last signal, so every barrier phase a warpgroup waits for is completed exactly once.
-    static_assert(T::kWarpgroups == 2, "turns are taken between two consumer warpgroups");
+    // Turns (consume_work_tile): in a work tile each consumer warpgroup issues tiles + 1 times (S(0), one per later
+    // tile, the last P V), the same count in every warpgroup of the block.
+    static_assert(T::kWarpgroups == 2 || T::kWarpgroups == 3, "turns go round two or three consumer warpgroups");
     if constexpr (kPersistent) {
         int kv = 0, done = 0;
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
