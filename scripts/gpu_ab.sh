@@ -9,6 +9,8 @@
 #                  "name:VAR=value[,VAR=value...]" (e.g. "spec3:FLASHATTN_SM90_SCHEDULE=specialised3")
 #   AB_REPEAT      sweeps per variant, interleaved A B A B ... (default 1)
 #   AB_SWEEP_TIMEOUT  seconds a sweep may take (default 300)
+#   AB_INTERLEAVED_ARGS  instead of whole sweeps one after another, one run of bench/bench_ab.py with every variant
+#                  interleaved in the same process, with these arguments (e.g. "--hdims 128 --causal yes")
 # Writes $OUT/ab.tar.gz (each sweep's log and JSON) and $OUT/ab_summary.txt (each sweep's geometric means).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +44,19 @@ for patch in ${AB_PATCHES:-}; do
   git -C "$root" apply -R "$root/$patch"
 done
 ninja -C "$build" libflashattn.so >> "$work/build.log" 2>&1  # the tree as it was
+
+if [ -n "${AB_INTERLEAVED_ARGS:-}" ]; then  # every variant in one process, interleaved (bench/bench_ab.py)
+  args=()
+  for v in "${variants[@]}"; do
+    args+=(--variant "$v=$work/lib_${lib_of[$v]}.so${env_of[$v]:+:$(echo ${env_of[$v]} | tr ' ' ',')}")
+  done
+  t0=$(date +%s)
+  (cd "$root/bench" && timeout "${AB_SWEEP_TIMEOUT:-300}" python3 bench_ab.py "${args[@]}" $AB_INTERLEAVED_ARGS \
+     --json "$work/interleaved.json") > "$work/interleaved.log" 2>&1
+  note "interleaved A/B (${variants[*]}): rc $? in $(( $(date +%s) - t0 )) s"
+  cat "$work/interleaved.log" | tee -a "$summary"
+  exit 0
+fi
 
 for rep in $(seq 1 "${AB_REPEAT:-1}"); do
   for v in "${variants[@]}"; do

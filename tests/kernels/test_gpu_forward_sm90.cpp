@@ -3,7 +3,7 @@
 // varlen, odd lengths), each run with FLASHATTN_FORWARD_PATH=sm90 in every schedule (FLASHATTN_SM90_SCHEDULE:
 // serial1, specialised, specialised_free, specialised3 (three consumer warpgroups at head dim 64); specialised also
 // persistent, FLASHATTN_SM90_PERSISTENT=1, with 128-key tiles everywhere, FLASHATTN_SM90_BLOCK_N=128, and with the
-// wider tiles wherever no mask applies, =wide, which the default takes only from 4096 keys) and checked to have launched the Hopper kernel rather than the Ampere fallback.
+// wider tiles everywhere, masks included, =wide, which the default takes only without masks and from 4096 keys) and checked to have launched the Hopper kernel rather than the Ampere fallback.
 // Skipped, saying why, where the device is not compute capability 9.0 or sm_90a was not compiled.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>

@@ -11,7 +11,7 @@
 //               specialised)
 // Key tiles of the specialised schedule where no causal or window mask applies: 176 keys up to head dim 128 from
 // 4096 keys on (128 otherwise), 80 at head dim 256 (64 otherwise): fewer softmax rounds and barriers per product.
-// FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere, =wide takes the wider ones wherever no mask applies.
+// FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere, =wide takes the wider ones everywhere (masks too).
 // The specialised kernel runs one block a work tile, or with FLASHATTN_SM90_PERSISTENT=1 one block an SM looping
 // over the tiles (its output then written 4 bytes at a time: bench/NOTES_sm90.md).
 #include <cuda_runtime.h>
@@ -65,9 +65,10 @@ bool persistent_requested() { return env_value("FLASHATTN_SM90_PERSISTENT") == "
 constexpr int kWideMinKeys = 4096;
 bool wide_key_tiles(const AttnParams& p) {
     const std::string forced = env_value("FLASHATTN_SM90_BLOCK_N");
-    if (forced == "128") return false;
-    if (p.window_left >= 0 || p.window_right >= 0 || persistent_requested()) return false;
-    return forced == "wide" || p.head_dim > kLargeBucket || p.seqlen_k >= kWideMinKeys;
+    if (forced == "128" || persistent_requested()) return false;
+    if (forced == "wide") return true;  // masks too: the mask edges then cross the wide tiles
+    if (p.window_left >= 0 || p.window_right >= 0) return false;
+    return p.head_dim > kLargeBucket || p.seqlen_k >= kWideMinKeys;
 }
 constexpr int64_t kTmaStrideElems = 8;    // the copy engine's strides are multiples of 16 bytes
 constexpr uintptr_t kTmaBaseAlign = 16;

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""A/B of flashattn variants in one process, interleaved, on the standard sweep's shapes.
+
+Sweeps run one after another drift with the GPU's clocks and temperature by several percent, more than the effects
+being compared. Here every variant runs on the same inputs in rounds (A B C, then B C A, ...), each round timing a
+batch of launches between two CUDA events, and a variant's time is the median over rounds. A variant is a library
+(a build of another tree, copied to its own file) and environment variables, which the library reads at each launch:
+
+    python3 bench/bench_ab.py --variant base=build/libflashattn.so \
+        --variant wide=build/libflashattn.so:FLASHATTN_SM90_BLOCK_N=wide --hdims 128 256 --causal both
+
+cuDNN (PyTorch SDPA) runs in the same rounds as an anchor (--no-cudnn leaves it out). Prints, per shape, TFLOP/s
+(FlashAttention's formula) of each variant and its ratio to the first; writes JSON with --json.
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from bench_sweep import HIDDEN, TOKENS, Flashattn, flops_forward
+
+
+def parse_variant(text):
+    """name=path[:VAR=value[,VAR=value...]]"""
+    name, rest = text.split("=", 1)
+    path, _, env = rest.partition(":")
+    pairs = dict(kv.split("=", 1) for kv in env.split(",") if kv)
+    return name, path, pairs
+
+
+def batch_ms(fn, launches):
+    """Milliseconds a call, over `launches` back-to-back calls between two events."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(launches):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / launches
+
+
+def with_env(env, fn):
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return fn()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--variant", action="append", required=True, help="name=lib.so[:VAR=value,...]; first is the base")
+    ap.add_argument("--hdims", type=int, nargs="+", default=[64, 128, 256])
+    ap.add_argument("--seqlens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
+    ap.add_argument("--causal", choices=["no", "yes", "both"], default="both")
+    ap.add_argument("--direction", choices=["fwd", "bwd"], default="fwd", help="bwd: the backward call alone")
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--ms-per-round", type=float, default=20.0, help="about this much GPU time per variant a round")
+    ap.add_argument("--no-cudnn", action="store_true")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    libs = {}
+    variants = []
+    for text in args.variant:
+        name, path, env = parse_variant(text)
+        if path not in libs:
+            libs[path] = Flashattn(path)
+        variants.append((name, libs[path], env))
+    causals = {"no": [False], "yes": [True], "both": [False, True]}[args.causal]
+
+    rows = []
+    names = [v[0] for v in variants] + ([] if args.no_cudnn else ["cudnn"])
+    print(f"{'hdim':>4} {'seqlen':>6} {'causal':>6} | " + " ".join(f"{n:>14}" for n in names))
+    for d in args.hdims:
+        for s in args.seqlens:
+            for causal in causals:
+                b, h = TOKENS // s, HIDDEN // d
+                gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
+                q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+                                 for _ in range(4))
+                f = flops_forward(b, s, h, d, causal) * (2.5 if args.direction == "bwd" else 1.0)
+                out, lse = torch.empty_like(q), torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+                dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+                calls = []
+                keep = []
+                for name, fa, env in variants:
+                    fwd = fa.make_fwd(q, k, v, out, lse, causal)
+                    run_f = lambda fa=fa, fwd=fwd: fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd")
+                    if args.direction == "fwd":
+                        fn = run_f
+                    else:
+                        with_env(env, run_f)  # out and lse for the backward
+                        bwd, ws = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal)
+                        keep.append((bwd, ws))
+                        fn = lambda fa=fa, bwd=bwd: fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd")
+                    calls.append((name, fn, env))
+                if not args.no_cudnn:
+                    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+                    dot = dout.transpose(1, 2)
+
+                    def cudnn_call(qt=qt, kt=kt, vt=vt, dot=dot, causal=causal):
+                        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                            if args.direction == "fwd":
+                                F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                            else:  # forward + backward; the forward's time is taken out below
+                                torch.autograd.grad(F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),
+                                                    (qt, kt, vt), dot)
+
+                    calls.append(("cudnn", cudnn_call, {}))
+                # Launches a round: about ms_per_round of GPU time, from one timed call after warm-up.
+                per_call = []
+                for name, fn, env in calls:
+                    with_env(env, lambda: [fn() for _ in range(3)])
+                    per_call.append(with_env(env, lambda: batch_ms(fn, 1)))
+                launches = [max(1, int(args.ms_per_round / max(t, 1e-3))) for t in per_call]
+                times = {name: [] for name, _, _ in calls}
+                for r in range(args.rounds):
+                    order = list(range(len(calls)))
+                    order = order[r % len(order):] + order[:r % len(order)]
+                    for i in order:
+                        name, fn, env = calls[i]
+                        times[name].append(with_env(env, lambda: batch_ms(fn, launches[i])))
+                row = {"hdim": d, "seqlen": s, "causal": causal, "batch": b, "nheads": h, "direction": args.direction}
+                for name in times:
+                    t = statistics.median(times[name])
+                    row[f"{name}_ms"] = t
+                    row[f"{name}_tflops"] = f / (t * 1e-3) / 1e12
+                    row[f"{name}_spread"] = (max(times[name]) - min(times[name])) / t
+                if "cudnn" in times and args.direction == "bwd":
+                    row["cudnn_tflops"] = None  # forward + backward there; not comparable
+                rows.append(row)
+                base = row[f"{variants[0][0]}_tflops"]
+                cells = []
+                for n in names:
+                    x = row.get(f"{n}_tflops")
+                    cells.append(f"{x:7.1f} {x / base:5.3f}" if x else f"{'-':>14}")
+                print(f"{d:4d} {s:6d} {str(causal):>6} | " + " ".join(f"{c:>14}" for c in cells), flush=True)
+
+    def geomean(xs):
+        xs = [x for x in xs if x]
+        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+    summary = {}
+    for n in names[1:]:
+        summary[f"{n}_vs_{names[0]}"] = geomean([r.get(f"{n}_tflops") and r[f"{n}_tflops"] / r[f"{names[0]}_tflops"]
+                                                 for r in rows])
+    if "cudnn" in names and args.direction == "fwd":
+        for n in names[:-1]:
+            summary[f"{n}_vs_cudnn"] = geomean([r[f"{n}_tflops"] / r["cudnn_tflops"] for r in rows])
+    print("geometric means: " + "  ".join(f"{k} {v:.3f}" for k, v in summary.items()))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"args": vars(args), "summary": summary, "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
