@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "common/build_config.h"
@@ -141,6 +142,27 @@ TEST(Sm90Eligibility, DefaultScheduleFollowsHeadDimAndMeanVisibleKeys) {
     EXPECT_EQ(schedule(16384, 64, kUnbounded, kCausal), "specialised3");  // 8192
     EXPECT_EQ(schedule(16384, 64, 1024, kCausal), "serial1");             // a 1025-key window
     EXPECT_EQ(schedule(1, 64, kUnbounded, kUnbounded), "serial1");
+}
+
+// The wide key tiles by default (sm90_wide_key_tiles, FLASHATTN_SM90_BLOCK_N unset): without masks from 4096 keys up
+// to head dim 128 and at any length at 256; with a causal mask at 256 alone, where rows see 1024 keys or more on
+// average; never with a window.
+TEST(Sm90Eligibility, WideKeyTilesFollowMasksHeadDimAndLength) {
+    if (std::getenv("FLASHATTN_SM90_BLOCK_N") || std::getenv("FLASHATTN_SM90_PERSISTENT"))
+        GTEST_SKIP() << "FLASHATTN_SM90_BLOCK_N or FLASHATTN_SM90_PERSISTENT is set";
+    auto wide = [](int seqlen, int head_dim, int window_left, int window_right) {
+        AttnParams p = dense(1, seqlen, seqlen, 8, 8, head_dim, head_dim);
+        p.window_left = window_left, p.window_right = window_right;
+        return sm90_wide_key_tiles(p);
+    };
+    constexpr int kUnbounded = -1, kCausal = 0;
+    EXPECT_FALSE(wide(2048, 128, kUnbounded, kUnbounded));
+    EXPECT_TRUE(wide(4096, 128, kUnbounded, kUnbounded));
+    EXPECT_FALSE(wide(16384, 128, kUnbounded, kCausal));
+    EXPECT_TRUE(wide(512, 256, kUnbounded, kUnbounded));
+    EXPECT_FALSE(wide(1024, 256, kUnbounded, kCausal));  // 512 keys a row on average
+    EXPECT_TRUE(wide(2048, 256, kUnbounded, kCausal));   // 1024
+    EXPECT_FALSE(wide(16384, 256, 4096, kCausal));       // a window
 }
 
 }  // namespace

@@ -10,7 +10,8 @@
 //   specialised3 at head dim 64: three consumer warpgroups taking turns, 192 query rows a block (elsewhere as
 //               specialised)
 // Key tiles of the specialised schedule where no causal or window mask applies: 176 keys up to head dim 128 from
-// 4096 keys on (128 otherwise), 80 at head dim 256 (64 otherwise): fewer softmax rounds and barriers per product.
+// 4096 keys on (128 otherwise), 80 at head dim 256 (64 otherwise), at head dim 256 causal too where rows see 1024
+// keys or more on average: fewer softmax rounds and barriers per product.
 // FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere, =wide takes the wider ones everywhere (masks too).
 // The specialised kernel runs one block a work tile, or with FLASHATTN_SM90_PERSISTENT=1 one block an SM looping
 // over the tiles (its output then written 4 bytes at a time: bench/NOTES_sm90.md).
@@ -63,10 +64,27 @@ bool persistent_requested() { return env_value("FLASHATTN_SM90_PERSISTENT") == "
 // in a short block). A/B at hd128 non-causal, three interleaved runs (bench/NOTES_sm90.md, v6): wide / narrow 0.956 at
 // seqlen 512, 0.960 at 1k, 0.985 at 2k, 1.006 at 4k (and +7% at 8k in a full sweep).
 constexpr int kWideMinKeys = 4096;
+// At head dim 256 the 80-key tiles pay with a causal mask too once rows see 1024 keys on average (interleaved A/B,
+// v8: +4.0% at 2k, +6.2% at 4k, +6.6% at 8k, +9.0% at 16k causal; -3.9% at 512). Up to head dim 128 they do not
+// (-4 to -13% at 512-2k causal, even at 8k-16k).
+constexpr int64_t kHugeWideCausalMinMeanKeys = 1024;
+// The keys a query row sees, averaged over rows (causal halves it, a window bounds it); varlen: of the padded shape.
+constexpr int kMeanKeysSamples = 16;  // rows sampled: the visible range changes linearly along rows
+int64_t mean_visible_keys(const AttnParams& p) {
+    int64_t keys = 0;
+    for (int i = 0; i < kMeanKeysSamples; ++i) {
+        const int64_t row = (2 * i + 1) * int64_t(p.seqlen_q) / (2 * kMeanKeysSamples);
+        const KeyRange r = visible_keys(row, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        keys += std::max<int64_t>(0, r.end - r.begin);
+    }
+    return keys / kMeanKeysSamples;
+}
 bool wide_key_tiles(const AttnParams& p) {
     const std::string forced = env_value("FLASHATTN_SM90_BLOCK_N");
     if (forced == "128" || persistent_requested()) return false;
     if (forced == "wide") return true;  // masks too: the mask edges then cross the wide tiles
+    const bool causal_only = p.window_left < 0 && p.window_right == 0;
+    if (p.head_dim > kLargeBucket && causal_only) return mean_visible_keys(p) >= kHugeWideCausalMinMeanKeys;
     if (p.window_left >= 0 || p.window_right >= 0) return false;
     return p.head_dim > kLargeBucket || p.seqlen_k >= kWideMinKeys;
 }
@@ -201,17 +219,12 @@ void launch_dtype(const AttnParams& p) {
 // at 4k, 1.023 / 0.893 at 8k, 1.064 / 0.949 at 16k non-causal; 0.918 / 0.882 at 8k and 1.001 / 0.974 at 16k causal
 // (4096 and 8192 keys a row on average); behind at 2k non-causal (0.961 / 0.987) and 4k causal (0.887 / 0.909).
 constexpr int64_t kSpecialisedMinMeanKeys = 4096;
-constexpr int kMeanKeysSamples = 16;  // rows sampled for the mean: the visible range changes linearly along rows
 const char* sm90_default_schedule(const AttnParams& p) {
     if (p.head_dim > kSmallBucket) return "specialised";
-    int64_t keys = 0;
-    for (int i = 0; i < kMeanKeysSamples; ++i) {
-        const int64_t row = (2 * i + 1) * int64_t(p.seqlen_q) / (2 * kMeanKeysSamples);
-        const KeyRange r = visible_keys(row, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-        keys += std::max<int64_t>(0, r.end - r.begin);
-    }
-    return keys >= kSpecialisedMinMeanKeys * kMeanKeysSamples ? "specialised3" : "serial1";
+    return mean_visible_keys(p) >= kSpecialisedMinMeanKeys ? "specialised3" : "serial1";
 }
+
+bool sm90_wide_key_tiles(const AttnParams& p) { return wide_key_tiles(p); }
 
 bool sm90_forward_handles(const AttnParams& p) {
     if (p.op != OpKind::forward) return false;

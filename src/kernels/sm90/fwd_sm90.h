@@ -18,6 +18,10 @@ bool sm90_forward_handles(const AttnParams& p);
 // "specialised3".
 const char* sm90_default_schedule(const AttnParams& p);
 
+// Whether the specialised schedule takes its wide key tiles for p (176 keys up to head dim 128, 80 at 256) unless
+// FLASHATTN_SM90_BLOCK_N or FLASHATTN_SM90_PERSISTENT decide.
+bool sm90_wide_key_tiles(const AttnParams& p);
+
 void launch_fwd_sm90(const AttnParams& p);
 
 // Launches so far in this process: lets a test tell that the Hopper path, not the fallback, computed its case.
