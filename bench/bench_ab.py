@@ -9,8 +9,9 @@ batch of launches between two CUDA events, and a variant's time is the median ov
     python3 bench/bench_ab.py --variant base=build/libflashattn.so \
         --variant wide=build/libflashattn.so:FLASHATTN_SM90_BLOCK_N=wide --hdims 128 256 --causal both
 
-cuDNN (PyTorch SDPA) runs in the same rounds as an anchor (--no-cudnn leaves it out). Prints, per shape, TFLOP/s
-(FlashAttention's formula) of each variant and its ratio to the first; writes JSON with --json.
+cuDNN (PyTorch SDPA) runs in the same rounds as an anchor (--anchor fa2 takes its flash backend, none neither).
+Prints, per shape, TFLOP/s (FlashAttention's formula) of each variant and its ratio to the first; writes JSON with
+--json.
 """
 import argparse
 import ctypes
@@ -67,7 +68,8 @@ def main():
     ap.add_argument("--direction", choices=["fwd", "bwd"], default="fwd", help="bwd: the backward call alone")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--ms-per-round", type=float, default=20.0, help="about this much GPU time per variant a round")
-    ap.add_argument("--no-cudnn", action="store_true")
+    ap.add_argument("--anchor", choices=["cudnn", "fa2", "none"], default="cudnn",
+                    help="the PyTorch SDPA backend timed in the same rounds")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -81,7 +83,9 @@ def main():
     causals = {"no": [False], "yes": [True], "both": [False, True]}[args.causal]
 
     rows = []
-    names = [v[0] for v in variants] + ([] if args.no_cudnn else ["cudnn"])
+    anchor = None if args.anchor == "none" else args.anchor
+    backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "fa2": SDPBackend.FLASH_ATTENTION}.get(args.anchor)
+    names = [v[0] for v in variants] + ([anchor] if anchor else [])
     print(f"{'hdim':>4} {'seqlen':>6} {'causal':>6} | " + " ".join(f"{n:>14}" for n in names))
     for d in args.hdims:
         for s in args.seqlens:
@@ -106,19 +110,22 @@ def main():
                         keep.append((bwd, ws))
                         fn = lambda fa=fa, bwd=bwd: fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd")
                     calls.append((name, fn, env))
-                if not args.no_cudnn:
+                if anchor:
                     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
                     dot = dout.transpose(1, 2)
 
-                    def cudnn_call(qt=qt, kt=kt, vt=vt, dot=dot, causal=causal):
-                        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                            if args.direction == "fwd":
-                                F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                            else:  # forward + backward; the forward's time is taken out below
-                                torch.autograd.grad(F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),
-                                                    (qt, kt, vt), dot)
+                    def anchor_fwd(qt=qt, kt=kt, vt=vt, causal=causal):
+                        with sdpa_kernel(backend):
+                            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
 
-                    calls.append(("cudnn", cudnn_call, {}))
+                    def anchor_fwd_bwd(qt=qt, kt=kt, vt=vt, dot=dot):
+                        torch.autograd.grad(anchor_fwd(), (qt, kt, vt), dot)
+
+                    if args.direction == "fwd":
+                        calls.append((anchor, anchor_fwd, {}))
+                    else:  # its backward alone: forward + backward, less the forward (timed in the same rounds)
+                        calls.append((anchor + "+fwd", anchor_fwd_bwd, {}))
+                        calls.append((anchor + ":fwd", anchor_fwd, {}))
                 # Launches a round: about ms_per_round of GPU time, from one timed call after warm-up.
                 per_call = []
                 for name, fn, env in calls:
@@ -138,8 +145,9 @@ def main():
                     row[f"{name}_ms"] = t
                     row[f"{name}_tflops"] = f / (t * 1e-3) / 1e12
                     row[f"{name}_spread"] = (max(times[name]) - min(times[name])) / t
-                if "cudnn" in times and args.direction == "bwd":
-                    row["cudnn_tflops"] = None  # forward + backward there; not comparable
+                if anchor and args.direction == "bwd":
+                    t = row[f"{anchor}+fwd_ms"] - row[f"{anchor}:fwd_ms"]
+                    row[f"{anchor}_ms"], row[f"{anchor}_tflops"] = t, f / (t * 1e-3) / 1e12
                 rows.append(row)
                 base = row[f"{variants[0][0]}_tflops"]
                 cells = []
@@ -156,9 +164,9 @@ def main():
     for n in names[1:]:
         summary[f"{n}_vs_{names[0]}"] = geomean([r.get(f"{n}_tflops") and r[f"{n}_tflops"] / r[f"{names[0]}_tflops"]
                                                  for r in rows])
-    if "cudnn" in names and args.direction == "fwd":
+    if anchor:
         for n in names[:-1]:
-            summary[f"{n}_vs_cudnn"] = geomean([r[f"{n}_tflops"] / r["cudnn_tflops"] for r in rows])
+            summary[f"{n}_vs_{anchor}"] = geomean([r[f"{n}_tflops"] / r[f"{anchor}_tflops"] for r in rows])
     print("geometric means: " + "  ".join(f"{k} {v:.3f}" for k, v in summary.items()))
     if args.json:
         with open(args.json, "w") as fh:
