@@ -9,7 +9,9 @@
 //   the A layout of one k16 step), never through shared memory.
 // Run-time features (masks, softcap, ALiBi, dropout, varlen, GQA) are read from AttnParams; their branches are
 // uniform across the block and taken once per K/V tile, outside the mma loops. Masks are applied only on tiles
-// that cross a mask edge; tiles no row can see are not visited.
+// that cross a mask edge; tiles no row can see are not visited. K/V tiles wholly inside the sequence and head dim
+// (all but the last) are copied unpredicated from running pointers; the feature branches recompute their per-row
+// values rather than keeping them live through the loop (no spills at any head dim, sm_80 and sm_90a).
 #pragma once
 
 #include <cmath>
@@ -49,6 +51,36 @@ struct FwdTraits {
     static_assert(kBlockN % 16 == 0 && kHeadDim % 16 == 0, "tiles are whole k16 steps");
 };
 
+// A K or V tile that lies wholly inside the sequence and the head dim (every tile but a sequence's last, at the
+// compiled head dim): unpredicated 16-byte copies. 8 threads share a row, each copying the chunks c, c + 64, ...
+// elements of it, so a thread's copies of one row differ by immediate offsets in both address spaces; rows advance
+// kThreads / 8 at a time. `src` is this thread's first chunk of the tile (the tile's row 0 + row_in_pass * stride +
+// col), `dst` its shared-memory address (row_in_pass * kStride + col). Up to head dim 128 alone: at 256 (64 x 64 tiles,
+// 16 copies a thread a tile) it measured 9-14% slower than the predicated copy (interleaved A/B on an H100,
+// bench/NOTES.md), where at 64 and 128 it is 2-13% faster.
+template <class T>
+struct FullTileCopy {
+    static constexpr int kChunks = SmemRow<T::kHeadDim>::kChunks;
+    static constexpr bool kEnabled = kChunks % 8 == 0 && T::kThreads % 8 == 0 && T::kBlockN % (T::kThreads / 8) == 0 &&
+                                     T::kHeadDim <= 128;
+    static constexpr int kRowsPerPass = T::kThreads / 8;
+    static constexpr int kPasses = T::kBlockN / kRowsPerPass;
+    static constexpr int kColSteps = kChunks / 8;
+    __device__ static __forceinline__ int row(int tid) { return tid / 8; }
+    __device__ static __forceinline__ int col(int tid) { return (tid % 8) * kChunkElems; }
+    __device__ static __forceinline__ void copy(uint32_t dst, const typename T::Elem* src, int64_t row_stride) {
+#pragma unroll
+        for (int i = 0; i < kPasses; ++i) {
+            const typename T::Elem* s = src + i * kRowsPerPass * row_stride;
+#pragma unroll
+            for (int j = 0; j < kColSteps; ++j)
+                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(
+                                 dst + (i * kRowsPerPass * T::kStride + j * 8 * kChunkElems) * 2),
+                             "l"(s + j * 8 * kChunkElems));
+        }
+    }
+};
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
     using Elem = typename T::Elem;
@@ -85,6 +117,10 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
     const int n_tile_begin = static_cast<int>(first.begin / T::kBlockN);
     const int n_tile_end = last.end > first.begin ? static_cast<int>((last.end + T::kBlockN - 1) / T::kBlockN)
                                                   : n_tile_begin;
+    // Tiles [nomask_begin, nomask_end) are seen whole by every row of the block (first and last bound the rows'
+    // visible ranges), so they take no mask: n0 >= last.begin and n0 + kBlockN <= first.end.
+    const int nomask_begin = static_cast<int>((last.begin + T::kBlockN - 1) / T::kBlockN);
+    const int nomask_end = static_cast<int>(first.end / T::kBlockN);
 
     // Per-thread state: S and O accumulators, running row max (in score units) and partial row sums.
     float acc_o[T::kMTiles][T::kDTiles][4];
@@ -101,12 +137,49 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
     const uint32_t batch_head = static_cast<uint32_t>(b) * p.nheads + h;
 
     const int warp_row0 = warp * T::kRowsPerWarp;  // first row of this warp within the block
+    // The feature branches below derive per-row values from thread_row0 through opaque_row() (an empty asm volatile
+    // the compiler cannot hoist): hoisted out of the loop, those values would stay live through the whole main loop
+    // and push the allocator into spilling.
+    const int thread_row0 = m0 + warp_row0 + group;  // sequence row of this thread's first mma row
+    auto opaque_row = [&]() {
+        int r = thread_row0;
+        asm volatile("" : "+r"(r));
+        return r;
+    };
+
+    // K and V tiles wholly inside the sequence and the head dim (all but the last, at the compiled head dim) are
+    // copied unpredicated from running per-thread pointers (FullTileCopy); the others zero-fill through
+    // load_tile_async. k_next / v_next: this thread's first chunk of the next K / V tile to load.
+    using Copy = FullTileCopy<T>;
+    const int k_full_end = p.head_dim == T::kHeadDim ? seq.seqlen_k / T::kBlockN : 0;
+    const int v_full_end = p.head_dim_v == T::kHeadDim ? seq.seqlen_k / T::kBlockN : 0;
+    const int64_t k_tile_stride = int64_t(T::kBlockN) * p.k_row_stride;
+    const int64_t v_tile_stride = int64_t(T::kBlockN) * p.v_row_stride;
+    const Elem* k_next = k + (int64_t(n_tile_begin) * T::kBlockN + Copy::row(tid)) * p.k_row_stride + Copy::col(tid);
+    const Elem* v_next = v + (int64_t(n_tile_begin) * T::kBlockN + Copy::row(tid)) * p.v_row_stride + Copy::col(tid);
+    const uint32_t k_dst = ptx::smem_addr(sK + Copy::row(tid) * T::kStride + Copy::col(tid));
+    const uint32_t v_dst = ptx::smem_addr(sV + Copy::row(tid) * T::kStride + Copy::col(tid));
+    auto load_k = [&](int n_tile) {
+        if (Copy::kEnabled && n_tile < k_full_end)
+            Copy::copy(k_dst, k_next, p.k_row_stride);
+        else
+            load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(
+                sK, k + int64_t(n_tile) * T::kBlockN * p.k_row_stride, p.k_row_stride,
+                seq.seqlen_k - n_tile * T::kBlockN, p.head_dim, tid);
+        k_next += k_tile_stride;
+    };
+    auto load_v = [&](int n_tile) {
+        if (Copy::kEnabled && n_tile < v_full_end)
+            Copy::copy(v_dst, v_next, p.v_row_stride);
+        else
+            load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(
+                sV, v + int64_t(n_tile) * T::kBlockN * p.v_row_stride, p.v_row_stride,
+                seq.seqlen_k - n_tile * T::kBlockN, p.head_dim_v, tid);
+        v_next += v_tile_stride;
+    };
 
     load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q, p.q_row_stride, rows, p.head_dim, tid);
-    if (n_tile_begin < n_tile_end)
-        load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(sK, k + int64_t(n_tile_begin) * T::kBlockN * p.k_row_stride,
-                                                              p.k_row_stride, seq.seqlen_k - n_tile_begin * T::kBlockN,
-                                                              p.head_dim, tid);
+    if (n_tile_begin < n_tile_end) load_k(n_tile_begin);
     ptx::cp_async_commit();
 
     // Q is read by every K tile. With kQInRegs each warp keeps its rows' A fragments in registers rather than
@@ -129,8 +202,7 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
         const int n0 = n_tile * T::kBlockN;
         ptx::cp_async_wait<0>();
         __syncthreads();  // K(n_tile) and Q landed; every warp is done reading V(n_tile - 1)
-        load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(sV, v + int64_t(n0) * p.v_row_stride, p.v_row_stride,
-                                                              seq.seqlen_k - n0, p.head_dim_v, tid);
+        load_v(n_tile);
         ptx::cp_async_commit();
 
         // ---- S = Q K^T -------------------------------------------------------------------------------------------
@@ -147,6 +219,7 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
         // ---- score modifiers and masks (block-uniform branches) ---------------------------------------------------
         // Element i of acc_s[mt][nt] is row warp_row0 + mt*16 + group + 8*(i/2), key n0 + nt*8 + 2*tig + i%2.
         if (transform_scores) {
+            const int diag0 = opaque_row() + seq.seqlen_k - seq.seqlen_q;
 #pragma unroll
             for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
@@ -155,25 +228,32 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
                     for (int i = 0; i < 4; ++i) {
                         float s = acc_s[mt][nt][i];
                         s = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(s * softcap_in) : s * p.scale;
-                        const int row = m0 + warp_row0 + mt * 16 + group + 8 * (i / 2);
-                        const int col = n0 + nt * 8 + 2 * tig + i % 2;
-                        acc_s[mt][nt][i] = s + alibi_bias(alibi_slope, row, col, seq.seqlen_q, seq.seqlen_k);
+                        // alibi_bias (common/mask.h) in 32-bit arithmetic: the distance of key col from the row's
+                        // diagonal, row + seqlen_k - seqlen_q - col, is far below 2^31 in magnitude.
+                        const int diag = diag0 + mt * 16 + 8 * (i / 2);
+                        const int dist = diag - (n0 + nt * 8 + 2 * tig + i % 2);
+                        acc_s[mt][nt][i] = s + -alibi_slope * static_cast<float>(dist < 0 ? -dist : dist);
                     }
         }
-        const bool tile_needs_mask = !(last.begin <= n0 && first.end >= n0 + T::kBlockN);
+        const bool tile_needs_mask = n_tile < nomask_begin || n_tile >= nomask_end;
         if (tile_needs_mask) {
+            const int row0 = opaque_row();
 #pragma unroll
             for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
-                    const int row = m0 + warp_row0 + mt * 16 + group + 8 * half;
+                    const int row = row0 + mt * 16 + 8 * half;
                     const KeyRange r = visible_keys(row, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+                    // 0 <= begin, end < seqlen_k + kBlockM (rows past seqlen_q included): the range fits 32 bits.
+                    // Taken relative to the thread's first column n0 + 2 * tig, so each test compares a constant.
+                    const int begin = static_cast<int>(r.begin) - n0 - 2 * tig;
+                    const int end = static_cast<int>(r.end) - n0 - 2 * tig;
 #pragma unroll
                     for (int nt = 0; nt < T::kNTiles; ++nt)
 #pragma unroll
                         for (int j = 0; j < 2; ++j) {
-                            const int col = n0 + nt * 8 + 2 * tig + j;
-                            if (col < r.begin || col >= r.end) acc_s[mt][nt][2 * half + j] = -INFINITY;
+                            const int col = nt * 8 + j;
+                            if (col < begin || col >= end) acc_s[mt][nt][2 * half + j] = -INFINITY;
                         }
                 }
         }
@@ -183,29 +263,36 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
 
         // ---- dropout: zero the dropped probabilities (kept ones are scaled once, at the end) ---------------------
         if (dropout) {
+            const uint32_t row0 = opaque_row();
 #pragma unroll
             for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
-                    const uint32_t row = m0 + warp_row0 + mt * 16 + group + 8 * half;
-#pragma unroll
+                    const uint32_t row = row0 + mt * 16 + 8 * half;
+                    // One Philox draw at a time (a rolled loop), collecting the dropped columns as bits: unrolled,
+                    // the draws' registers would be live together and make the allocator spill in the hot loop.
+                    static_assert(2 * T::kNTiles <= 64, "dropped-column bits fit 64 bits");
+                    uint64_t dropped = 0;
+#pragma unroll 1
                     for (int nt = 0; nt < T::kNTiles; ++nt) {
                         const uint32_t col_block = (n0 + nt * 8) / kDropoutColsPerDraw;
                         const Philox4 bits = dropout_bits(p.seed, p.offset, batch_head, row, col_block);
 #pragma unroll
                         for (int j = 0; j < 2; ++j)
                             if (dropout_value(bits, 2 * tig + j) >= p.dropout_keep_threshold)
-                                acc_s[mt][nt][2 * half + j] = 0.f;
+                                dropped |= uint64_t(1) << (2 * nt + j);
                     }
+#pragma unroll
+                    for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                        for (int j = 0; j < 2; ++j)
+                            if ((dropped >> (2 * nt + j)) & 1) acc_s[mt][nt][2 * half + j] = 0.f;
                 }
         }
 
         ptx::cp_async_wait<0>();
         __syncthreads();  // V(n_tile) landed; every warp is done reading K(n_tile)
-        if (n_tile + 1 < n_tile_end)
-            load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(sK, k + int64_t(n0 + T::kBlockN) * p.k_row_stride,
-                                                                  p.k_row_stride, seq.seqlen_k - n0 - T::kBlockN,
-                                                                  p.head_dim, tid);
+        if (n_tile + 1 < n_tile_end) load_k(n_tile + 1);
         ptx::cp_async_commit();
 
         // ---- O += P V ------------------------------------------------------------------------------------------------
