@@ -74,10 +74,39 @@ struct BwdTraits {
     static_assert(kSTiles % 2 == 0 && kKVTiles % 2 == 0 && kQTiles % 2 == 0, "n8 tiles come in ldmatrix pairs");
 };
 
-// Out of line: the Philox rounds inlined at every element would crowd the main loop out of the instruction cache.
-static __device__ __noinline__ bool bwd_dropout_keep(uint64_t seed, uint64_t offset, uint32_t batch_head, int row,
-                                                     int key, uint32_t keep_threshold) {
-    return dropout_keep(seed, offset, batch_head, row, key, keep_threshold);
+static __device__ __forceinline__ int clamp_to_int(int64_t v) {
+    return static_cast<int>(v < INT_MIN ? INT_MIN : v > INT_MAX ? INT_MAX : v);
+}
+
+// load_tile_async for a tile with every row and column in range: no per-chunk predicate or source select (the
+// compiler cannot tell that the row test of the general copy always passes, as it does not know tid < kThreads).
+template <int kRows, int kHeadDim, int kThreads, typename Elem>
+__device__ __forceinline__ void load_full_tile_async(Elem* smem, const Elem* gmem, int64_t row_stride, int tid) {
+    using Row = SmemRow<kHeadDim>;
+    constexpr int kTotal = kRows * Row::kChunks;
+    if constexpr (kThreads % Row::kChunks == 0) {
+        // Same column chunk of rows r0, r0 + kRowsPerPass, ...: one running pointer per thread.
+        constexpr int kRowsPerPass = kThreads / Row::kChunks;
+        static_assert(kRows % kRowsPerPass == 0, "tile rows must divide evenly among passes");
+        const int r0 = tid / Row::kChunks;
+        const int c = (tid % Row::kChunks) * kChunkElems;
+        const Elem* src = gmem + r0 * row_stride + c;
+        const uint32_t dst = ptx::smem_addr(smem + r0 * Row::kStride + c);
+#pragma unroll
+        for (int i = 0; i < kRows / kRowsPerPass; ++i) {
+            ptx::cp_async_16(dst + i * kRowsPerPass * Row::kStride * int(sizeof(Elem)), src, true);
+            src += kRowsPerPass * row_stride;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
+            const int chunk = tid + i * kThreads;
+            if (kTotal % kThreads != 0 && chunk >= kTotal) break;
+            const int r = chunk / Row::kChunks;
+            const int c = (chunk % Row::kChunks) * kChunkElems;
+            ptx::cp_async_16(ptx::smem_addr(smem + r * Row::kStride + c), gmem + r * row_stride + c, true);
+        }
+    }
 }
 
 template <class T>
@@ -110,16 +139,27 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
     const int heads_per_group = p.nheads / p.nheads_k;
     // Key rows past seqused_k (varlen) are visited too, so their dK and dV are written as zeros.
     const int n_blocks = (seq.k_rows + T::kBlockN - 1) / T::kBlockN;
-    float* dq_acc_split = dq_accum + (p.deterministic ? blockIdx.x * dq_accum_split_stride : 0);
-    const int64_t acc_row0 = p.is_varlen ? seq.q_row0 : int64_t(b) * p.seqlen_q;  // rows of dq_accum
+    // dQ accumulator rows are (row, head) pairs of kHeadDim floats. This thread's first element in phase Q: query row
+    // (of the sequence) q_row0 + group, column q_col0 + 2 * tig; a query tile (m0, h) adds (m0 * nheads + h) rows.
+    // One 64-bit pointer kept for the whole kernel rather than its parts.
+    const int64_t dq_row_floats = int64_t(p.nheads) * T::kHeadDim;
+    const int64_t acc_row0 = p.is_varlen ? seq.q_row0 : int64_t(b) * p.seqlen_q;  // the sequence's rows of dq_accum
+    float* const dq_thread = dq_accum + (p.deterministic ? blockIdx.x * dq_accum_split_stride : 0) +
+                             (acc_row0 + q_row0 + group) * dq_row_floats + q_col0 + 2 * tig;
 
     const bool transform_scores = p.softcap > 0.f || p.alibi_slopes != nullptr;
     const float exp2_mult = transform_scores ? kLog2e : p.scale_log2;
     const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
     const bool dropout = p.dropout_p > 0.f;
+    constexpr int kScoresPerThread = T::kSMTiles * T::kSTiles * 4;
+    static_assert(kScoresPerThread <= 32, "one keep bit per score in a 32-bit word");
 
     for (int n_block = blockIdx.x; n_block < n_blocks; n_block += gridDim.x) {
         const int n0 = n_block * T::kBlockN;
+        // The scores this thread holds in phase S (S^T and dP^T accumulators): element (mt, nt, i) is key
+        // score_key(mt, i) of the sequence and query row m0 + score_col(nt, i) (mma.sync m16n8 accumulator layout).
+        auto score_key = [&](int mt, int i) { return n0 + s_key0 + mt * 16 + group + 8 * (i / 2); };
+        auto score_col = [&](int nt, int i) { return s_col0 + nt * 8 + 2 * tig + i % 2; };
         const Elem* k = static_cast<const Elem*>(p.k) + b * p.k_batch_stride + (seq.k_row0 + n0) * p.k_row_stride +
                         hk * p.k_head_stride;
         const Elem* v = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + (seq.k_row0 + n0) * p.v_row_stride +
@@ -146,6 +186,22 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         const int steps_per_head = m_block_end > m_block_begin ? m_block_end - m_block_begin : 0;
         const int steps = steps_per_head * heads_per_group;
 
+        // The query tiles that see every key of this key tile, so need no mask: m0 in [mask_free_m0_lo,
+        // mask_free_m0_hi]. A tile with rows m0 ... m0 + kBlockM - 1 needs none iff the last row's visible keys
+        // (mask.h: visible_keys) begin at or before n0 and the first row's end at or after n0 + kBlockN. The begin and
+        // end of a row's range only grow with the row, and when both conditions hold neither range is clamped, so
+        // this reads as bounds on m0 (in 64 bits, then clamped to int).
+        int mask_free_m0_lo = INT_MAX, mask_free_m0_hi = INT_MIN;  // none
+        if (n0 + T::kBlockN <= seq.seqlen_k) {
+            const int64_t shift = int64_t(seq.seqlen_k) - seq.seqlen_q;  // row i sits at key position i + shift
+            // first row's end = m0 + shift + window_right + 1 >= n0 + kBlockN
+            const int64_t lo = p.window_right >= 0 ? n0 + T::kBlockN - 1 - shift - p.window_right : INT_MIN;
+            // last row's begin = m0 + kBlockM - 1 + shift - window_left <= n0
+            const int64_t hi = p.window_left >= 0 ? n0 - (T::kBlockM - 1) - shift + p.window_left : INT_MAX;
+            mask_free_m0_lo = clamp_to_int(lo);
+            mask_free_m0_hi = clamp_to_int(hi);
+        }
+
         // Query tile `step` is (head h, rows m0...) with the heads of the group outer and the m-blocks inner; the
         // walk keeps counters rather than dividing by steps_per_head every step.
         struct QueryTile {
@@ -159,6 +215,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             t.stage = q_stages > 1 ? t.stage ^ 1 : 0;
             return t;
         };
+        // Q and dO tiles are full (no zero-filled rows or columns) except the last m-block of a sequence and padded
+        // head dims; full tiles take the copy without per-chunk predicates and source selects.
+        const bool head_dims_full = p.head_dim == T::kHeadDim && p.head_dim_v == T::kHeadDim;
         // Issue the loads of a query tile into its stage: Q, dO, LSE and D, all asynchronously.
         auto load_query_tile = [&](const QueryTile& t) {
             const int stage = t.stage, h = t.h, m0 = t.m_block * T::kBlockM;
@@ -171,13 +230,23 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                             h * p.q_head_stride;
             const Elem* dout = static_cast<const Elem*>(p.dout) + b * p.dout_batch_stride +
                                (seq.q_row0 + m0) * p.dout_row_stride + h * p.dout_head_stride;
-            load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q, p.q_row_stride, valid_rows, p.head_dim, tid);
-            load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sdO, dout, p.dout_row_stride, valid_rows,
-                                                                  p.head_dim_v, tid);
+            if (valid_rows == T::kBlockM && head_dims_full) {
+                load_full_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q, p.q_row_stride, tid);
+                load_full_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sdO, dout, p.dout_row_stride, tid);
+            } else {
+                load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q, p.q_row_stride, valid_rows, p.head_dim,
+                                                                      tid);
+                load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sdO, dout, p.dout_row_stride, valid_rows,
+                                                                      p.head_dim_v, tid);
+            }
             // LSE and D asynchronously too: a plain load here would hold its warp for a memory round trip while the
             // others wait at the next barrier. Rows past the sequence get LSE +inf (so their P is exactly 0), D 0.
-            const int64_t lse_off = b * p.lse_batch_stride + h * p.lse_head_stride + seq.q_row0 + m0;
-            for (int r = tid; r < T::kBlockM; r += T::kThreads) {
+            // One row per thread of the first kBlockM threads (a strided loop would compile to an unrolled loop with
+            // remainder handling).
+            static_assert(T::kThreads >= T::kBlockM, "one thread per LSE/D row");
+            if (tid < T::kBlockM) {
+                const int r = tid;
+                const int64_t lse_off = b * p.lse_batch_stride + h * p.lse_head_stride + seq.q_row0 + m0;
                 if (r < valid_rows) {
                     ptx::cp_async_4(ptx::smem_addr(sLse + r), p.softmax_lse + lse_off + r);
                     ptx::cp_async_4(ptx::smem_addr(sD + r), softmax_d + lse_off + r);
@@ -191,17 +260,30 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         QueryTile tile{hk * heads_per_group, m_block_begin, 0};
         if (steps > 0) load_query_tile(tile);
 
-        for (int step = 0; step < steps; ++step, tile = next_tile(tile)) {
+        for (int step = 0; step < steps; ++step) {
             const int h = tile.h, m0 = tile.m_block * T::kBlockM, stage = tile.stage;
-            const float alibi_slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
-            const uint32_t batch_head = static_cast<uint32_t>(b) * p.nheads + h;
+            const bool has_next = step + 1 < steps;
             const Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
             const Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
             const float* sLse = sLse_stages + stage * T::kBlockM;
             const float* sD = sD_stages + stage * T::kBlockM;
+            // Dropout: the keep bit of each of this thread's scores, bit e for element e of for_each_score below.
+            // Drawn here, in a loop that is not unrolled, rather than at each element: one copy of the Philox rounds
+            // (not one per element: the loop must stay in the instruction cache), and while no score is live, so the
+            // draws do not push the scores out of registers. Before the barrier, where a warp would otherwise wait.
+            uint32_t keep_bits = 0;
+            if (dropout) {
+                const uint32_t batch_head = static_cast<uint32_t>(b) * p.nheads + h;
+#pragma unroll 1
+                for (int e = 0; e < kScoresPerThread; ++e) {
+                    const int mt = e / (T::kSTiles * 4), nt = e / 4 % T::kSTiles, i = e % 4;
+                    const bool keep = dropout_keep(p.seed, p.offset, batch_head, m0 + score_col(nt, i),
+                                                   score_key(mt, i), p.dropout_keep_threshold);
+                    keep_bits |= uint32_t(keep) << e;
+                }
+            }
             ptx::cp_async_wait<0>();
             __syncthreads();  // this tile landed; every warp is done with the previous step (its stage, P^T, dS^T)
-            if (q_stages > 1 && step + 1 < steps) load_query_tile(next_tile(tile));  // overlaps the whole of this step
 
             // ---- phase S: S^T = K Q^T and dP^T = V dO^T (this warp: kSKeys keys x kSCols query columns) ----------
             // One product after the other rather than interleaved: half the operand fragments live at a time, which
@@ -237,16 +319,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             };
             float acc_s[T::kSMTiles][T::kSTiles][4], acc_dp[T::kSMTiles][T::kSTiles][4];
             keys_by_rows(acc_s, sK, sQ);
+            // Two stages: the next tile loads into the other one and overlaps the rest of this step. Issued after the
+            // first product so that the warps leave the barrier straight into tensor work.
+            if (q_stages > 1 && has_next) load_query_tile(next_tile(tile));
             keys_by_rows(acc_dp, sV, sdO);
 
             // ---- P^T and dS^T, element-wise; staged in shared memory -------------------------------------------
             // Afterwards acc_s holds P^T (dropout applied) and acc_dp holds dS^T.
-            const bool tile_needs_mask = [&] {
-                const KeyRange first = visible_keys(m0, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
-                const KeyRange last = visible_keys(m0 + T::kBlockM - 1, seq.seqlen_q, seq.seqlen_k, p.window_left,
-                                                   p.window_right);
-                return !(last.begin <= n0 && first.end >= n0 + T::kBlockN);
-            }();
+            const bool tile_needs_mask = m0 < mask_free_m0_lo || m0 > mask_free_m0_hi;
             // (row, key) is visible iff key < seqlen_k, row < seqlen_q and lo <= key - row <= hi (mask.h in 32 bits).
             const int shift = seq.seqlen_k - seq.seqlen_q;
             const int diff_lo = p.window_left >= 0 ? shift - p.window_left : INT_MIN / 2;
@@ -255,8 +335,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                 // Non-short-circuit &: predicates, not branches.
                 return (key < seq.seqlen_k) & (row < seq.seqlen_q) & (key - row >= diff_lo) & (key - row <= diff_hi);
             };
-            // f(s, dp, key, mc) for every element of this warp's S^T and dP^T tiles (s and dp by reference; key is
-            // the key index, mc the column within the query tile, m0 + mc the query row).
+            // f(s, dp, key, mc, e) for every element of this warp's S^T and dP^T tiles (s and dp by reference; key is
+            // the key index, mc the column within the query tile, m0 + mc the query row, e the element's bit in
+            // keep_bits and visible_bits).
             auto for_each_score = [&](auto&& f) {
 #pragma unroll
                 for (int mt = 0; mt < T::kSMTiles; ++mt)
@@ -264,23 +345,32 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     for (int nt = 0; nt < T::kSTiles; ++nt)
 #pragma unroll
                         for (int i = 0; i < 4; ++i)
-                            f(acc_s[mt][nt][i], acc_dp[mt][nt][i], n0 + s_key0 + mt * 16 + group + 8 * (i / 2),
-                              s_col0 + nt * 8 + 2 * tig + i % 2);
+                            f(acc_s[mt][nt][i], acc_dp[mt][nt][i], score_key(mt, i), score_col(nt, i),
+                              (mt * T::kSTiles + nt) * 4 + i);
             };
             if (!transform_scores && !dropout) {
                 // The common case, kept short so the loop stays in the instruction cache: no per-element branches.
-                for_each_score([&](float& s, float&, int, int mc) {
+                for_each_score([&](float& s, float&, int, int mc, int) {
                     s = ptx::exp2_fast(s * p.scale_log2 - sLse[mc] * kLog2e);
                 });
                 if (tile_needs_mask) {
-                    for_each_score([&](float& s, float&, int key, int mc) {
+                    for_each_score([&](float& s, float&, int key, int mc, int) {
                         if (!visible(m0 + mc, key)) s = 0.f;
                     });
                 }
-                for_each_score([&](float& s, float& dp, int, int mc) { dp = s * (dp - sD[mc]); });
+                for_each_score([&](float& s, float& dp, int, int mc, int) { dp = s * (dp - sD[mc]); });
             } else {
-                // Softcap, ALiBi or dropout: the general form.
-                for_each_score([&](float& s_acc, float& dp_acc, int key, int mc) {
+                // Softcap, ALiBi or dropout: the general form. The mask goes first, into one bit per score (e as
+                // for keep_bits): the element pass then holds one register for it rather than the lengths and window
+                // bounds, which would push its many temporaries out of registers.
+                uint32_t visible_bits = ~0u;
+                if (tile_needs_mask) {
+                    for_each_score([&](float&, float&, int key, int mc, int e) {
+                        if (!visible(m0 + mc, key)) visible_bits &= ~(1u << e);
+                    });
+                }
+                const float alibi_slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
+                for_each_score([&](float& s_acc, float& dp_acc, int key, int mc, int e) {
                     const int row = m0 + mc;
                     float s = s_acc;
                     float dtanh = 1.f;  // d(capped score) / d(scaled score)
@@ -293,12 +383,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                     if (p.alibi_slopes) s += alibi_bias(alibi_slope, row, key, seq.seqlen_q, seq.seqlen_k);
                     float prob = ptx::exp2_fast(s * exp2_mult - sLse[mc] * kLog2e);
-                    if (tile_needs_mask && !visible(row, key)) prob = 0.f;
+                    if (!((visible_bits >> e) & 1u)) prob = 0.f;
                     float dp = dp_acc;
                     float prob_dropped = prob;
                     if (dropout) {
-                        const bool keep =
-                            bwd_dropout_keep(p.seed, p.offset, batch_head, row, key, p.dropout_keep_threshold);
+                        const bool keep = (keep_bits >> e) & 1u;
                         dp = keep ? dp * p.dropout_scale : 0.f;
                         prob_dropped = keep ? prob * p.dropout_scale : 0.f;
                     }
@@ -318,6 +407,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                         ptx::st_shared_32(ptx::smem_addr(sdSt + off),
                                           ptx::pack2(acc_dp[mt][nt][2 * half], acc_dp[mt][nt][2 * half + 1], Elem()));
                     }
+            // dQ goes to one pointer per step, at this thread's first row; its other rows are whole accumulator rows
+            // further on. Formed here rather than next to the reductions, where its arithmetic would be scheduled
+            // into the dQ product, the point of highest register pressure at the large head dims.
+            float* const dq_row = dq_thread + (int64_t(m0) * p.nheads + h) * T::kHeadDim;
             __syncthreads();  // P^T and dS^T complete
 
             // ---- phase Q: dQ += dS K, into the fp32 accumulator (this warp: kQRows rows x kQCols) ----------------
@@ -350,18 +443,25 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                 }
             }
+            // Rows past the sequence add nothing: tested per row only in the last m-block of the sequence, so a full
+            // tile's reductions are straight-line code.
+            auto add_dq = [&](bool guard_rows) {
 #pragma unroll
-            for (int mq = 0; mq < T::kQMTiles; ++mq)
+                for (int mq = 0; mq < T::kQMTiles; ++mq)
 #pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    const int row = m0 + q_row0 + mq * 16 + group + 8 * half;
-                    if (row >= seq.seqlen_q) continue;
-                    float* acc =
-                        dq_acc_split + ((acc_row0 + row) * p.nheads + h) * int64_t(T::kHeadDim) + q_col0 + 2 * tig;
+                    for (int half = 0; half < 2; ++half) {
+                        const int dr = mq * 16 + 8 * half;  // rows after this thread's first
+                        if (guard_rows && m0 + q_row0 + group + dr >= seq.seqlen_q) continue;
 #pragma unroll
-                    for (int dt = 0; dt < T::kQTiles; ++dt)
-                        ptx::red_add_f32x2(acc + dt * 8, acc_dq[mq][dt][2 * half], acc_dq[mq][dt][2 * half + 1]);
-                }
+                        for (int dt = 0; dt < T::kQTiles; ++dt)
+                            ptx::red_add_f32x2(dq_row + dr * dq_row_floats + dt * 8, acc_dq[mq][dt][2 * half],
+                                               acc_dq[mq][dt][2 * half + 1]);
+                    }
+            };
+            if (m0 + T::kBlockM <= seq.seqlen_q)
+                add_dq(false);
+            else
+                add_dq(true);
 
             // ---- phase KV: dV += P^T dO, dK += dS^T Q (this warp: kKVKeys keys x kKVCols) -------------------------
 #pragma unroll
@@ -392,10 +492,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                 }
             }
 
-            if (q_stages == 1 && step + 1 < steps) {
+            if (q_stages == 1 && has_next) {
                 __syncthreads();  // one stage: every warp is done with this tile before the next overwrites it
                 load_query_tile(next_tile(tile));
             }
+            tile = next_tile(tile);
         }
 
         // ---- epilogue: dK (times the softmax scale) and dV through shared memory, 16-byte stores --------------------
