@@ -20,6 +20,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/mask.h"
 #include "common/numeric.h"
@@ -152,7 +153,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
     const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
     const bool dropout = p.dropout_p > 0.f;
     constexpr int kScoresPerThread = T::kSMTiles * T::kSTiles * 4;
-    static_assert(kScoresPerThread <= 32, "one keep bit per score in a 32-bit word");
+    // One bit per score a thread holds (keep_bits, visible_bits): 32 or 64 of them.
+    static_assert(kScoresPerThread <= 64, "one bit per score in a 64-bit word");
+    using ScoreBits = std::conditional_t<(kScoresPerThread > 32), uint64_t, uint32_t>;
 
     for (int n_block = blockIdx.x; n_block < n_blocks; n_block += gridDim.x) {
         const int n0 = n_block * T::kBlockN;
@@ -271,7 +274,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             // Drawn here, in a loop that is not unrolled, rather than at each element: one copy of the Philox rounds
             // (not one per element: the loop must stay in the instruction cache), and while no score is live, so the
             // draws do not push the scores out of registers. Before the barrier, where a warp would otherwise wait.
-            uint32_t keep_bits = 0;
+            ScoreBits keep_bits = 0;
             if (dropout) {
                 const uint32_t batch_head = static_cast<uint32_t>(b) * p.nheads + h;
 #pragma unroll 1
@@ -279,7 +282,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     const int mt = e / (T::kSTiles * 4), nt = e / 4 % T::kSTiles, i = e % 4;
                     const bool keep = dropout_keep(p.seed, p.offset, batch_head, m0 + score_col(nt, i),
                                                    score_key(mt, i), p.dropout_keep_threshold);
-                    keep_bits |= uint32_t(keep) << e;
+                    keep_bits |= ScoreBits(keep) << e;
                 }
             }
             ptx::cp_async_wait<0>();
@@ -363,10 +366,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                 // Softcap, ALiBi or dropout: the general form. The mask goes first, into one bit per score (e as
                 // for keep_bits): the element pass then holds one register for it rather than the lengths and window
                 // bounds, which would push its many temporaries out of registers.
-                uint32_t visible_bits = ~0u;
+                ScoreBits visible_bits = ~ScoreBits(0);
                 if (tile_needs_mask) {
                     for_each_score([&](float&, float&, int key, int mc, int e) {
-                        if (!visible(m0 + mc, key)) visible_bits &= ~(1u << e);
+                        if (!visible(m0 + mc, key)) visible_bits &= ~(ScoreBits(1) << e);
                     });
                 }
                 const float alibi_slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
@@ -383,11 +386,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                     if (p.alibi_slopes) s += alibi_bias(alibi_slope, row, key, seq.seqlen_q, seq.seqlen_k);
                     float prob = ptx::exp2_fast(s * exp2_mult - sLse[mc] * kLog2e);
-                    if (!((visible_bits >> e) & 1u)) prob = 0.f;
+                    if (!((visible_bits >> e) & 1)) prob = 0.f;
                     float dp = dp_acc;
                     float prob_dropped = prob;
                     if (dropout) {
-                        const bool keep = (keep_bits >> e) & 1u;
+                        const bool keep = (keep_bits >> e) & 1;
                         dp = keep ? dp * p.dropout_scale : 0.f;
                         prob_dropped = keep ? prob * p.dropout_scale : 0.f;
                     }
