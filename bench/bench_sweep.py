@@ -172,7 +172,8 @@ def run_config(fa, d, s, causal, warmup, reps, backward=True):
 
 
 def geomean(xs):
-    xs = [x for x in xs if x]
+    # A peer's failed or glitched timing (a backward time below its forward's gives a negative rate) is left out.
+    xs = [x for x in xs if x and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
@@ -208,7 +209,7 @@ def main():
     for direction in ("fwd", "bwd"):
         for peer in ("fa2", "cudnn"):
             ratios = [r[f"flashattn_{direction}"] / r[f"{peer}_{direction}"] for r in rows
-                      if r.get(f"{peer}_{direction}") and r.get(f"flashattn_{direction}")]
+                      if (r.get(f"{peer}_{direction}") or 0) > 0 and (r.get(f"flashattn_{direction}") or 0) > 0]
             summary[f"{direction}_vs_{peer}_geomean"] = geomean(ratios)
             summary[f"{direction}_vs_{peer}_min"] = min(ratios) if ratios else None
     print("geometric mean, ours / FA2:   forward %.3f (min %.3f)   backward %.3f (min %.3f)" % (
