@@ -12,6 +12,7 @@
 #   fwd90_short  the Hopper forward, hd128 seqlen 512, batch 32
 #   cudnn_fwd    PyTorch SDPA's cuDNN forward at hd128 8k and 512 (details only)
 #   bwd80        the Ampere-class backward, hd128 seqlen 2k; and FA2's backward (PyTorch SDPA flash), details only
+#   bwd80_hd256  the same at head dim 256
 #   kvc          the kv-cache decode kernel and its combine: batch 1 cache 4k, and batch 64 cache 16k (nheads 32/8)
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -117,17 +118,23 @@ PY
   profile cudnn_fwd_512 'cudnn|fmha|sm90|flash' 1 0 python3 "$work/cudnn_fwd.py" 32 512
 fi
 
-if want bwd80; then
-  profile bwd80 bwd_kernel 1 1 "${OURS[@]}" bwd 1 2048 128 3
-  cat > "$work/fa2_bwd.py" <<'PY'
-import torch, torch.nn.functional as F
+# FA2's backward (PyTorch SDPA flash) at batch 1, seqlen 2048, head dim $1 (2048 / head dim heads).
+cat > "$work/fa2_bwd.py" <<'PY'
+import sys, torch, torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
-q, k, v = [torch.randn(1, 16, 2048, 128, device='cuda', dtype=torch.bfloat16, requires_grad=True) for _ in range(3)]
+d = int(sys.argv[1])
+q, k, v = [torch.randn(1, 2048 // d, 2048, d, device='cuda', dtype=torch.bfloat16, requires_grad=True) for _ in range(3)]
 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
     o = F.scaled_dot_product_attention(q, k, v); o.backward(torch.randn_like(o))
 torch.cuda.synchronize()
 PY
-  profile fa2_bwd flash_bwd_dq_dk_dv 0 0 python3 "$work/fa2_bwd.py"
+if want bwd80; then
+  profile bwd80 bwd_kernel 1 1 "${OURS[@]}" bwd 1 2048 128 3
+  profile fa2_bwd flash_bwd_dq_dk_dv 0 0 python3 "$work/fa2_bwd.py" 128
+fi
+if want bwd80_hd256; then
+  profile bwd80_hd256 bwd_kernel 1 1 "${OURS[@]}" bwd 1 2048 256 3
+  profile fa2_bwd_hd256 flash_bwd_dq_dk_dv 0 1 python3 "$work/fa2_bwd.py" 256
 fi
 
 if want kvc; then
