@@ -79,37 +79,6 @@ static __device__ __forceinline__ int clamp_to_int(int64_t v) {
     return static_cast<int>(v < INT_MIN ? INT_MIN : v > INT_MAX ? INT_MAX : v);
 }
 
-// load_tile_async for a tile with every row and column in range: no per-chunk predicate or source select (the
-// compiler cannot tell that the row test of the general copy always passes, as it does not know tid < kThreads).
-template <int kRows, int kHeadDim, int kThreads, typename Elem>
-__device__ __forceinline__ void load_full_tile_async(Elem* smem, const Elem* gmem, int64_t row_stride, int tid) {
-    using Row = SmemRow<kHeadDim>;
-    constexpr int kTotal = kRows * Row::kChunks;
-    if constexpr (kThreads % Row::kChunks == 0) {
-        // Same column chunk of rows r0, r0 + kRowsPerPass, ...: one running pointer per thread.
-        constexpr int kRowsPerPass = kThreads / Row::kChunks;
-        static_assert(kRows % kRowsPerPass == 0, "tile rows must divide evenly among passes");
-        const int r0 = tid / Row::kChunks;
-        const int c = (tid % Row::kChunks) * kChunkElems;
-        const Elem* src = gmem + r0 * row_stride + c;
-        const uint32_t dst = ptx::smem_addr(smem + r0 * Row::kStride + c);
-#pragma unroll
-        for (int i = 0; i < kRows / kRowsPerPass; ++i) {
-            ptx::cp_async_16(dst + i * kRowsPerPass * Row::kStride * int(sizeof(Elem)), src, true);
-            src += kRowsPerPass * row_stride;
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
-            const int chunk = tid + i * kThreads;
-            if (kTotal % kThreads != 0 && chunk >= kTotal) break;
-            const int r = chunk / Row::kChunks;
-            const int c = (chunk % Row::kChunks) * kChunkElems;
-            ptx::cp_async_16(ptx::smem_addr(smem + r * Row::kStride + c), gmem + r * row_stride + c, true);
-        }
-    }
-}
-
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p, float* dq_accum,
                                                              int64_t dq_accum_split_stride, const float* softmax_d,
