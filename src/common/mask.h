@@ -45,5 +45,7 @@ FLASHATTN_HD float alibi_bias(float slope, int64_t row, int64_t col, int64_t seq
     const int64_t dist = row + seqlen_k - seqlen_q - col;
     return -slope * static_cast<float>(dist < 0 ? -dist : dist);
 }
+// The same from the distance row + seqlen_k - seqlen_q - col itself, in 32 bits where the caller knows it fits.
+FLASHATTN_HD float alibi_bias_at(float slope, int dist) { return -slope * static_cast<float>(dist < 0 ? -dist : dist); }
 
 }  // namespace flashattn

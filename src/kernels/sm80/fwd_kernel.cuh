@@ -228,11 +228,11 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
                     for (int i = 0; i < 4; ++i) {
                         float s = acc_s[mt][nt][i];
                         s = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(s * softcap_in) : s * p.scale;
-                        // alibi_bias (common/mask.h) in 32-bit arithmetic: the distance of key col from the row's
-                        // diagonal, row + seqlen_k - seqlen_q - col, is far below 2^31 in magnitude.
+                        // In 32-bit arithmetic: the distance of key col from the row's diagonal, row + seqlen_k -
+                        // seqlen_q - col, is far below 2^31 in magnitude.
                         const int diag = diag0 + mt * 16 + 8 * (i / 2);
                         const int dist = diag - (n0 + nt * 8 + 2 * tig + i % 2);
-                        acc_s[mt][nt][i] = s + -alibi_slope * static_cast<float>(dist < 0 ? -dist : dist);
+                        acc_s[mt][nt][i] = s + alibi_bias_at(alibi_slope, dist);
                     }
         }
         const bool tile_needs_mask = n_tile < nomask_begin || n_tile >= nomask_end;
