@@ -168,7 +168,7 @@ void run_forward(const AttnParams& p) {
 BwdPlan make_bwd_plan(const AttnParams& p, int sm_count) {
     BwdPlan plan;
     const int bucket = head_dim_bucket(p.head_dim, p.head_dim_v);
-    const int64_t rows = accum_rows(p);
+    const int64_t rows = q_rows(p);
     if (p.deterministic) {
         // Enough splits to fill the GPU twice over with (split, batch, kv head) blocks, never more than key tiles.
         const int64_t blocks_per_split = std::max<int64_t>(1, int64_t(p.batch) * p.nheads_k);
@@ -176,7 +176,7 @@ BwdPlan make_bwd_plan(const AttnParams& p, int sm_count) {
         const int64_t want = (2 * int64_t(sm_count) + blocks_per_split - 1) / blocks_per_split;
         plan.n_splits = static_cast<int>(std::max<int64_t>(1, std::min(want, key_tiles)));
     }
-    plan.split_stride = rows * p.nheads * bucket;
+    plan.split_stride = accum_rows(p) * p.nheads * bucket;
     const size_t accum_bytes = align_up(sizeof(float) * size_t(plan.n_splits) * size_t(plan.split_stride));
     const size_t d_bytes = p.softmax_d ? 0 : align_up(sizeof(float) * size_t(rows) * p.nheads);
     plan.workspace_bytes = accum_bytes + d_bytes;

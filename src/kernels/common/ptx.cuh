@@ -126,6 +126,19 @@ __device__ __forceinline__ void red_add_f32x2(float* gmem, float a, float b) {
 #endif
 }
 
+// Adds four consecutive floats (16-byte aligned) to global memory, one reduction (sm_90; four scalar atomics below).
+__device__ __forceinline__ void red_add_f32x4(float* gmem, float a, float b, float c, float d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(gmem), "f"(a), "f"(b), "f"(c), "f"(d)
+                 : "memory");
+#else
+    atomicAdd(gmem, a);
+    atomicAdd(gmem + 1, b);
+    atomicAdd(gmem + 2, c);
+    atomicAdd(gmem + 3, d);
+#endif
+}
+
 // ----- arithmetic ----------------------------------------------------------------------------------------------------
 
 // 2^x on the special-function unit (flush denormals to zero): the softmax exponential.

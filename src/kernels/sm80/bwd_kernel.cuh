@@ -14,7 +14,8 @@
 //
 // Determinism: with p.deterministic the grid holds gridDim.x "splits", each looping over key tiles
 // split, split + gridDim.x, ... and adding into its own copy of the dQ accumulator; a thread adds to a given dQ
-// element only from one block, in program order, and the post-pass sums the copies in a fixed order.
+// element only from one block, in program order, and the post-pass sums the copies in a fixed order. (The exact zeros
+// a sequence's last query tile adds to the next sequence's rows change no bit: the sums start at +0.)
 #pragma once
 
 #include <climits>
@@ -109,13 +110,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
     const int heads_per_group = p.nheads / p.nheads_k;
     // Key rows past seqused_k (varlen) are visited too, so their dK and dV are written as zeros.
     const int n_blocks = (seq.k_rows + T::kBlockN - 1) / T::kBlockN;
-    // dQ accumulator rows are (row, head) pairs of kHeadDim floats. This thread's first element in phase Q: query row
-    // (of the sequence) q_row0 + group, column q_col0 + 2 * tig; a query tile (m0, h) adds (m0 * nheads + h) rows.
-    // One 64-bit pointer kept for the whole kernel rather than its parts.
+    // dQ accumulator rows are (row, head) pairs of kHeadDim floats; a query tile (m0, h) adds (m0 * nheads + h) rows.
+    // In phase Q the lanes pair up (tig, tig ^ 1) so that each reduction adds 16 bytes: of the two lanes' four floats
+    // of an n8 tile's column pair, the even lane adds row `group`, the odd lane row group + 8, both from column
+    // q_col0 + 2 * (tig & ~1). This is the thread's first element; one 64-bit pointer for the whole kernel.
     const int64_t dq_row_floats = int64_t(p.nheads) * T::kHeadDim;
     const int64_t acc_row0 = p.is_varlen ? seq.q_row0 : int64_t(b) * p.seqlen_q;  // the sequence's rows of dq_accum
+    const bool odd_lane = tig & 1;
     float* const dq_thread = dq_accum + (p.deterministic ? blockIdx.x * dq_accum_split_stride : 0) +
-                             (acc_row0 + q_row0 + group) * dq_row_floats + q_col0 + 2 * tig;
+                             (acc_row0 + q_row0 + group + (odd_lane ? 8 : 0)) * dq_row_floats + q_col0 + 2 * (tig & ~1);
 
     const bool transform_scores = p.softcap > 0.f || p.alibi_slopes != nullptr;
     const float exp2_mult = transform_scores ? kLog2e : p.scale_log2;
@@ -385,8 +388,43 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             float* const dq_row = dq_thread + (int64_t(m0) * p.nheads + h) * T::kHeadDim;
             __syncthreads();  // P^T and dS^T complete
 
-            // ---- phase Q: dQ += dS K, into the fp32 accumulator (this warp: kQRows rows x kQCols) ----------------
-            // First, so that its reductions drain to memory while the tensor cores work on dK and dV.
+            // The products in the order dV, dQ, dK, with dQ's reductions a few at a time between the dK products:
+            // the tensor cores keep working while the memory system takes them. Issued in one burst, they filled the
+            // load/store queue, and the address arithmetic of the later ones waited for registers the earlier ones
+            // still held (bench/NOTES.md: the pairing and the spreading together measured +6% over the burst).
+            // A dK/dV operand: this warp's keys x 16 query rows (step ks) of P^T or dS^T.
+            auto load_key_rows = [&](uint32_t (&frag)[T::kKVMTiles][4], const Elem* sA, int ks) {
+#pragma unroll
+                for (int mt = 0; mt < T::kKVMTiles; ++mt)
+                    ptx::ldmatrix_x4(frag[mt], ptx::smem_addr(sA + (kv_key0 + mt * 16 + lane % 16) * T::kPStride +
+                                                              ks * 16 + (lane / 16) * 8));
+            };
+            // Its other operand: 16 query rows (step ks) x 16 head-dim columns (pair dp2) of dO or Q, transposed.
+            auto load_row_cols = [&](uint32_t (&frag)[4], const Elem* sB, int ks, int dp2) {
+                const int row = ks * 16 + ((lane / 8) % 2) * 8 + lane % 8;
+                const int col = kv_col0 + dp2 * 16 + (lane / 16) * 8;
+                ptx::ldmatrix_x4_trans(frag, ptx::smem_addr(sB + row * T::kStride + col));
+            };
+
+            // ---- phase KV, first dV += P^T dO (this warp: kKVKeys keys x kKVCols) ---------------------------------
+#pragma unroll
+            for (int ks = 0; ks < T::kBlockM / 16; ++ks) {
+                uint32_t pa[T::kKVMTiles][4];
+                load_key_rows(pa, sPt, ks);
+#pragma unroll
+                for (int dp2 = 0; dp2 < T::kKVTiles / 2; ++dp2) {
+                    uint32_t ob[4];
+                    load_row_cols(ob, sdO, ks, dp2);
+                    const uint32_t o0[2] = {ob[0], ob[1]}, o1[2] = {ob[2], ob[3]};
+#pragma unroll
+                    for (int mt = 0; mt < T::kKVMTiles; ++mt) {
+                        ptx::mma_m16n8k16(acc_dv[mt][2 * dp2], pa[mt], o0, Elem());
+                        ptx::mma_m16n8k16(acc_dv[mt][2 * dp2 + 1], pa[mt], o1, Elem());
+                    }
+                }
+            }
+
+            // ---- phase Q: dQ = dS K for this tile (this warp: kQRows rows x kQCols) --------------------------------
             float acc_dq[T::kQMTiles][T::kQTiles][4];
 #pragma unroll
             for (int mq = 0; mq < T::kQMTiles; ++mq)
@@ -415,52 +453,43 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                 }
             }
-            // Rows past the sequence add nothing: tested per row only in the last m-block of the sequence, so a full
-            // tile's reductions are straight-line code.
-            auto add_dq = [&](bool guard_rows) {
-#pragma unroll
-                for (int mq = 0; mq < T::kQMTiles; ++mq)
-#pragma unroll
-                    for (int half = 0; half < 2; ++half) {
-                        const int dr = mq * 16 + 8 * half;  // rows after this thread's first
-                        if (guard_rows && m0 + q_row0 + group + dr >= seq.seqlen_q) continue;
-#pragma unroll
-                        for (int dt = 0; dt < T::kQTiles; ++dt)
-                            ptx::red_add_f32x2(dq_row + dr * dq_row_floats + dt * 8, acc_dq[mq][dt][2 * half],
-                                               acc_dq[mq][dt][2 * half + 1]);
-                    }
+            // Reduction r (of kReds) adds n8 tile dt of m16 tile mq: 16 bytes a lane, paired as at dq_thread. Every
+            // row of the tile, unguarded: rows past the sequence add exact zeros (bwd_plan.h: kDqAccumPadRows), so
+            // the reductions are straight-line code. The shuffles also tie each reduction to its place among the dK
+            // products: without them the compiler gathered the reductions into one burst again.
+            constexpr int kReds = T::kQMTiles * T::kQTiles;
+            auto add_dq = [&](int r) {
+                const int mq = r / T::kQTiles, dt = r % T::kQTiles;
+                const float* a = acc_dq[mq][dt];
+                // Each lane sends the pair its partner adds: the even lane its row-8 pair, the odd lane its row-0 pair.
+                const float r0 = __shfl_xor_sync(0xffffffffu, odd_lane ? a[0] : a[2], 1);
+                const float r1 = __shfl_xor_sync(0xffffffffu, odd_lane ? a[1] : a[3], 1);
+                float* const dst = dq_row + mq * 16 * dq_row_floats + dt * 8;
+                if (odd_lane)
+                    ptx::red_add_f32x4(dst, r0, r1, a[2], a[3]);
+                else
+                    ptx::red_add_f32x4(dst, a[0], a[1], r0, r1);
             };
-            if (m0 + T::kBlockM <= seq.seqlen_q)
-                add_dq(false);
-            else
-                add_dq(true);
 
-            // ---- phase KV: dV += P^T dO, dK += dS^T Q (this warp: kKVKeys keys x kKVCols) -------------------------
+            // ---- phase KV, then dK += dS^T Q (this warp: kKVKeys keys x kKVCols), dQ's reductions among it ------
+            constexpr int kSlots = T::kBlockM / 16 * (T::kKVTiles / 2);  // (ks, dp2) steps of the product
 #pragma unroll
             for (int ks = 0; ks < T::kBlockM / 16; ++ks) {
-                uint32_t pa[T::kKVMTiles][4], sa[T::kKVMTiles][4];
-#pragma unroll
-                for (int mt = 0; mt < T::kKVMTiles; ++mt) {
-                    const int a_off = (kv_key0 + mt * 16 + lane % 16) * T::kPStride + ks * 16 + (lane / 16) * 8;
-                    ptx::ldmatrix_x4(pa[mt], ptx::smem_addr(sPt + a_off));
-                    ptx::ldmatrix_x4(sa[mt], ptx::smem_addr(sdSt + a_off));
-                }
+                uint32_t sa[T::kKVMTiles][4];
+                load_key_rows(sa, sdSt, ks);
 #pragma unroll
                 for (int dp2 = 0; dp2 < T::kKVTiles / 2; ++dp2) {
-                    const int b_off = (ks * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride + kv_col0 + dp2 * 16 +
-                                      (lane / 16) * 8;
-                    uint32_t ob[4], qb[4];
-                    ptx::ldmatrix_x4_trans(ob, ptx::smem_addr(sdO + b_off));
-                    ptx::ldmatrix_x4_trans(qb, ptx::smem_addr(sQ + b_off));
-                    const uint32_t o0[2] = {ob[0], ob[1]}, o1[2] = {ob[2], ob[3]};
+                    uint32_t qb[4];
+                    load_row_cols(qb, sQ, ks, dp2);
                     const uint32_t q0[2] = {qb[0], qb[1]}, q1[2] = {qb[2], qb[3]};
 #pragma unroll
                     for (int mt = 0; mt < T::kKVMTiles; ++mt) {
-                        ptx::mma_m16n8k16(acc_dv[mt][2 * dp2], pa[mt], o0, Elem());
-                        ptx::mma_m16n8k16(acc_dv[mt][2 * dp2 + 1], pa[mt], o1, Elem());
                         ptx::mma_m16n8k16(acc_dk[mt][2 * dp2], sa[mt], q0, Elem());
                         ptx::mma_m16n8k16(acc_dk[mt][2 * dp2 + 1], sa[mt], q1, Elem());
                     }
+                    const int slot = ks * (T::kKVTiles / 2) + dp2;  // reductions [slot, slot + 1) * kReds / kSlots
+#pragma unroll
+                    for (int r = slot * kReds / kSlots; r < (slot + 1) * kReds / kSlots; ++r) add_dq(r);
                 }
             }
 

@@ -21,8 +21,15 @@ struct BwdPlan {
     size_t workspace_bytes = 0;
 };
 
-// Rows of q in the dQ accumulator's (row, head, dim) layout: batch * seqlen_q, or total_q for varlen.
-FLASHATTN_HD int64_t accum_rows(const AttnParams& p) { return p.is_varlen ? p.total_q : int64_t(p.batch) * p.seqlen_q; }
+// Rows of q: batch * seqlen_q, or total_q for varlen. The dQ accumulator's (row, head, dim) layout holds them in this
+// order, followed by kDqAccumPadRows rows that no pass reads.
+FLASHATTN_HD int64_t q_rows(const AttnParams& p) { return p.is_varlen ? p.total_q : int64_t(p.batch) * p.seqlen_q; }
+
+// The padding lets the backward kernel add a whole query tile to the accumulator without a per-row guard (straight-line
+// reductions the compiler can schedule among the next products): the rows of a tile past the end of its sequence add
+// exact zeros (their P and dS are 0), into the next sequence's rows or, for the last sequence, into the padding.
+constexpr int kDqAccumPadRows = 128;  // at least every backward kBlockM (bwd_launch.cuh checks)
+FLASHATTN_HD int64_t accum_rows(const AttnParams& p) { return q_rows(p) + kDqAccumPadRows; }
 
 // The plan for p on a device with `sm_count` multiprocessors; pointers are set when p.workspace is.
 BwdPlan make_bwd_plan(const AttnParams& p, int sm_count);

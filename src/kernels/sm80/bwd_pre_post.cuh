@@ -55,7 +55,7 @@ __global__ void bwd_preprocess_kernel(const AttnParams p, float* softmax_d, floa
                                       int n_splits, int acc_hdim) {
     const int64_t warp_id = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
-    const int64_t rows = accum_rows(p);
+    const int64_t rows = q_rows(p);
     if (warp_id >= rows * p.nheads) return;
     const int64_t r = warp_id / p.nheads;
     const int h = static_cast<int>(warp_id - r * p.nheads);
@@ -88,7 +88,7 @@ template <typename Elem>
 __global__ void bwd_postprocess_kernel(const AttnParams p, const float* dq_accum, int64_t split_stride, int n_splits,
                                        int acc_hdim) {
     const int chunks_per_head = p.head_dim / kElemsPerChunk;
-    const int64_t total = accum_rows(p) * p.nheads * chunks_per_head;
+    const int64_t total = q_rows(p) * p.nheads * chunks_per_head;
     for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
          idx += int64_t(gridDim.x) * blockDim.x) {
         const int64_t row_head = idx / chunks_per_head;
