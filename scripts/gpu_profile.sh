@@ -12,7 +12,8 @@
 #   fwd90_short  the Hopper forward, hd128 seqlen 512, batch 32
 #   cudnn_fwd    PyTorch SDPA's cuDNN forward at hd128 8k and 512 (details only)
 #   bwd80        the Ampere-class backward, hd128 seqlen 2k; and FA2's backward (PyTorch SDPA flash), details only
-#   bwd80_hd256  the same at head dim 256
+#   bwd80_hd256  the same at head dim 256 (FA2's with its stall-sampled lines too)
+#   bwd80_hd64   the same at head dim 64 (likewise)
 #   kvc          the kv-cache decode kernel and its combine: batch 1 cache 4k, and batch 64 cache 16k (nheads 32/8)
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -132,10 +133,12 @@ if want bwd80; then
   profile bwd80 bwd_kernel 1 1 "${OURS[@]}" bwd 1 2048 128 3
   profile fa2_bwd flash_bwd_dq_dk_dv 0 0 python3 "$work/fa2_bwd.py" 128
 fi
-if want bwd80_hd256; then
-  profile bwd80_hd256 bwd_kernel 1 1 "${OURS[@]}" bwd 1 2048 256 3
-  profile fa2_bwd_hd256 flash_bwd_dq_dk_dv 0 1 python3 "$work/fa2_bwd.py" 256
-fi
+for d in 256 64; do
+  if want bwd80_hd$d; then
+    profile bwd80_hd$d bwd_kernel 1 1 "${OURS[@]}" bwd 1 2048 $d 3
+    profile fa2_bwd_hd$d flash_bwd_dq_dk_dv 0 1 python3 "$work/fa2_bwd.py" $d
+  fi
+done
 
 if want kvc; then
   site=${PROFILE_SITE:-/tmp/flashattn-prof-site}; t=$(date +%s)
