@@ -63,6 +63,12 @@ struct BwdTraits {
     static constexpr int kQCols = kHeadDim / (kWarps / kWarpsRowsQ);
     static constexpr int kQTiles = kQCols / 8;
 
+    // Where a step issues the copies of the next query tile (with two stages): right after the first product, or
+    // after the dV product. Early wins at hd64 (128-row tiles, short steps: late, the copies had too little of the
+    // step left to land, -3 to -5%); late wins above (hd128 +1%, hd256 +4 to +7%: early, the burst of copies, 16 a
+    // thread at hd256, met the dP product's shared-memory reads and filled the load/store queue). Interleaved A/B on
+    // an H100, bench/NOTES.md.
+    static constexpr bool kNextTileAfterDv = kHeadDim > 64;
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
     static constexpr int kPStride = kBlockM + kRowPadElems;  // P^T / dS^T rows: odd number of 16-byte chunks
     // Shared memory: K, V, P^T, dS^T, then `stages` copies of (Q, dO) and of (LSE, D). Two stages let query tile
@@ -294,9 +300,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             };
             float acc_s[T::kSMTiles][T::kSTiles][4], acc_dp[T::kSMTiles][T::kSTiles][4];
             keys_by_rows(acc_s, sK, sQ);
-            // Two stages: the next tile loads into the other one and overlaps the rest of this step. Issued after the
-            // first product so that the warps leave the barrier straight into tensor work.
-            if (q_stages > 1 && has_next) load_query_tile(next_tile(tile));
+            // Two stages: the next tile loads into the other one and overlaps the rest of this step, issued here or
+            // after the dV product (T::kNextTileAfterDv); never before the first product, so that the warps leave
+            // the barrier straight into tensor work.
+            if (!T::kNextTileAfterDv && q_stages > 1 && has_next) load_query_tile(next_tile(tile));
             keys_by_rows(acc_dp, sV, sdO);
 
             // ---- P^T and dS^T, element-wise; staged in shared memory -------------------------------------------
@@ -423,6 +430,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                 }
             }
+
+            if (T::kNextTileAfterDv && q_stages > 1 && has_next) load_query_tile(next_tile(tile));
 
             // ---- phase Q: dQ = dS K for this tile (this warp: kQRows rows x kQCols) --------------------------------
             float acc_dq[T::kQMTiles][T::kQTiles][4];
