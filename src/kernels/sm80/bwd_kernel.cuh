@@ -64,10 +64,10 @@ struct BwdTraits {
     static constexpr int kQTiles = kQCols / 8;
 
     // Where a step issues the copies of the next query tile (with two stages): right after the first product, or
-    // after the dV product. Early wins at hd64 (128-row tiles, short steps: late, the copies had too little of the
-    // step left to land, -3 to -5%); late wins above (hd128 +1%, hd256 +4 to +7%: early, the burst of copies, 16 a
-    // thread at hd256, met the dP product's shared-memory reads and filled the load/store queue). Interleaved A/B on
-    // an H100, bench/NOTES.md.
+    // after the dV product. Measured (interleaved A/B on an H100, bench/NOTES.md): late wins above hd64 (hd128 +0.3 to
+    // +3.6%, hd256 +3 to +6%; early, the profile had the instructions after the burst of copies, 16 a thread at
+    // hd256, waiting for room in the load/store queue); early wins at hd64 (late -3 to -5%; its 128-row tiles make
+    // short steps, likely leaving the copies too little time to land).
     static constexpr bool kNextTileAfterDv = kHeadDim > 64;
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
     static constexpr int kPStride = kBlockM + kRowPadElems;  // P^T / dS^T rows: odd number of 16-byte chunks
