@@ -115,18 +115,8 @@ __device__ __forceinline__ void wait_for_prior_grid() {
 
 // ----- global reductions ---------------------------------------------------------------------------------------------
 
-// gmem[0] += a, gmem[1] += b, fire and forget. sm_90 has a vector form (one instruction, one request per 8 bytes
-// instead of two 4-byte ones); gmem must be 8-byte aligned.
-__device__ __forceinline__ void red_add_f32x2(float* gmem, float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(gmem), "f"(a), "f"(b) : "memory");
-#else
-    atomicAdd(gmem, a);
-    atomicAdd(gmem + 1, b);
-#endif
-}
-
-// Adds four consecutive floats (16-byte aligned) to global memory, one reduction (sm_90; four scalar atomics below).
+// gmem[0..3] += a, b, c, d, fire and forget. sm_90 has a vector form (one instruction, one request per 16 bytes
+// instead of four 4-byte ones); gmem must be 16-byte aligned. Below sm_90, four scalar atomics.
 __device__ __forceinline__ void red_add_f32x4(float* gmem, float a, float b, float c, float d) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(gmem), "f"(a), "f"(b), "f"(c), "f"(d)

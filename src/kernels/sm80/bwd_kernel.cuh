@@ -13,9 +13,11 @@
 // zeroes the dQ accumulator; a post-pass scales and converts dQ (bwd_pre_post.cuh).
 //
 // Determinism: with p.deterministic the grid holds gridDim.x "splits", each looping over key tiles
-// split, split + gridDim.x, ... and adding into its own copy of the dQ accumulator; a thread adds to a given dQ
-// element only from one block, in program order, and the post-pass sums the copies in a fixed order. (The exact zeros
-// a sequence's last query tile adds to the next sequence's rows change no bit: the sums start at +0.)
+// split, split + gridDim.x, ... and adding into its own copy of the dQ accumulator; the values a dQ element receives
+// in a copy come from one block, in program order, and the post-pass sums the copies in a fixed order. The only other
+// additions are the exact zeros a sequence's last query tile adds to the first rows of the next sequence (bwd_plan.h:
+// kDqAccumPadRows), in any order: they change a value only between +0 and -0, and the post-pass sum, which starts at
+// +0, gives the same bits for both.
 #pragma once
 
 #include <climits>
@@ -413,7 +415,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                 ptx::ldmatrix_x4_trans(frag, ptx::smem_addr(sB + row * T::kStride + col));
             };
 
-            // ---- phase KV, first dV += P^T dO (this warp: kKVKeys keys x kKVCols) ---------------------------------
+            // ---- phase KV, first: dV += P^T dO (this warp: kKVKeys keys x kKVCols) --------------------------------
 #pragma unroll
             for (int ks = 0; ks < T::kBlockM / 16; ++ks) {
                 uint32_t pa[T::kKVMTiles][4];
@@ -463,7 +465,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                 }
             }
             // Reduction r (of kReds) adds n8 tile dt of m16 tile mq: 16 bytes a lane, paired as at dq_thread. Every
-            // row of the tile, unguarded: rows past the sequence add exact zeros (bwd_plan.h: kDqAccumPadRows), so
+            // row of the tile, unguarded: rows past the sequence add zeros (for finite K and V; bwd_plan.h), so
             // the reductions are straight-line code. Selects rather than an if on the lane's parity: the vector
             // operand must sit in four consecutive registers, and the compiler made the if a divergent branch with
             // register moves on each side (measured: the selects with the fence below +1.4%).
@@ -487,7 +489,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             float ahead[2];
             exchange(0, ahead);
 
-            // ---- phase KV, then dK += dS^T Q (this warp: kKVKeys keys x kKVCols), dQ's reductions among it ------
+            // ---- phase KV, second: dK += dS^T Q (this warp: kKVKeys keys x kKVCols), dQ's reductions among it ----
             constexpr int kSlots = T::kBlockM / 16 * (T::kKVTiles / 2);  // (ks, dp2) steps of the product
 #pragma unroll
             for (int ks = 0; ks < T::kBlockM / 16; ++ks) {

@@ -18,9 +18,9 @@ namespace flashattn::kernels {
 // phase S, of phase KV and along the query side of phase Q; BwdTraits). The dK and dV accumulators of a block are
 // kBlockN x head dim each and live in registers for the whole block, so head dims above 128 take 64-key tiles.
 // With one stage of Q and dO, every shape fits in the 163 KB of shared memory an A100 block can have. hd64 takes
-// 128 x 128 (64 scores a thread): +8.9% over 64 x 128 in an interleaved A/B on an H100. ptxas: no spills at sm_90a
-// at hd64, hd128 and hd192, 4 to 28 bytes at hd96 and hd256; at sm_80 (where the 16-byte dQ reductions are four
-// scalar atomics) up to 116 bytes, unmeasured there (no A100 to measure on).
+// 128 x 128 (64 scores a thread): +8.9% over 64 x 128 in an interleaved A/B on an H100. ptxas (bf16): no spills at
+// sm_90a at hd64, hd128 and hd192, 28 and 24 bytes stored at hd96 and hd256; at sm_80 (where each 16-byte dQ
+// reduction is four scalar atomics) 0 to 56 bytes, not measured there (no A100 to measure on).
 template <typename Elem, int kHeadDim> struct BwdTileShape;
 template <typename Elem> struct BwdTileShape<Elem, 64> { using Traits = BwdTraits<Elem, 64, 128, 128, 2, 4, 4>; };
 template <typename Elem> struct BwdTileShape<Elem, 96> { using Traits = BwdTraits<Elem, 96, 64, 128, 4, 4, 4>; };

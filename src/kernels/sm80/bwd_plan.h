@@ -22,12 +22,14 @@ struct BwdPlan {
 };
 
 // Rows of q: batch * seqlen_q, or total_q for varlen. The dQ accumulator's (row, head, dim) layout holds them in this
-// order, followed by kDqAccumPadRows rows that no pass reads.
+// order, followed by kDqAccumPadRows query rows (of nheads x head-dim bucket floats each) that no pass reads.
 FLASHATTN_HD int64_t q_rows(const AttnParams& p) { return p.is_varlen ? p.total_q : int64_t(p.batch) * p.seqlen_q; }
 
 // The padding lets the backward kernel add a whole query tile to the accumulator without a per-row guard (straight-line
 // reductions the compiler can schedule among the next products): the rows of a tile past the end of its sequence add
-// exact zeros (their P and dS are 0), into the next sequence's rows or, for the last sequence, into the padding.
+// exact zeros (their Q and dO rows are zero-filled, LSE +inf, D 0, so P and dS are 0 for finite K and V), into the
+// next sequence's rows or, for the last sequence, into the padding. A K or V holding Inf or NaN makes those rows NaN,
+// and then the first rows of the next sequence's dQ too (with a row guard they stayed inside the sequence).
 constexpr int kDqAccumPadRows = 128;  // at least every backward kBlockM (bwd_launch.cuh checks)
 FLASHATTN_HD int64_t accum_rows(const AttnParams& p) { return q_rows(p) + kDqAccumPadRows; }
 
