@@ -14,10 +14,7 @@
 //
 // Determinism: with p.deterministic the grid holds gridDim.x "splits", each looping over key tiles
 // split, split + gridDim.x, ... and adding into its own copy of the dQ accumulator; the values a dQ element receives
-// in a copy come from one block, in program order, and the post-pass sums the copies in a fixed order. The only other
-// additions are the exact zeros a sequence's last query tile adds to the first rows of the next sequence (bwd_plan.h:
-// kDqAccumPadRows), in any order: they change a value only between +0 and -0, and the post-pass sum, which starts at
-// +0, gives the same bits for both.
+// in a copy come from one block, in program order, and the post-pass sums the copies in a fixed order.
 #pragma once
 
 #include <climits>
@@ -32,6 +29,7 @@
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/seq_slice.cuh"
 #include "kernels/common/tile_io.cuh"
+#include "kernels/sm80/bwd_plan.h"
 
 namespace flashattn::kernels {
 
@@ -123,7 +121,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
     // of an n8 tile's column pair, the even lane adds row `group`, the odd lane row group + 8, both from column
     // q_col0 + 2 * (tig & ~1). This is the thread's first element; one 64-bit pointer for the whole kernel.
     const int64_t dq_row_floats = int64_t(p.nheads) * T::kHeadDim;
-    const int64_t acc_row0 = p.is_varlen ? seq.q_row0 : int64_t(b) * p.seqlen_q;  // the sequence's rows of dq_accum
+    const int64_t acc_row0 = accum_row0(p, b, seq.q_row0);  // the sequence's rows of dq_accum (bwd_plan.h)
     const bool odd_lane = tig & 1;
     float* const dq_thread = dq_accum + (p.deterministic ? blockIdx.x * dq_accum_split_stride : 0) +
                              (acc_row0 + q_row0 + group + (odd_lane ? 8 : 0)) * dq_row_floats + q_col0 + 2 * (tig & ~1);
@@ -465,7 +463,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                 }
             }
             // Reduction r (of kReds) adds n8 tile dt of m16 tile mq: 16 bytes a lane, paired as at dq_thread. Every
-            // row of the tile, unguarded: rows past the sequence add zeros (for finite K and V; bwd_plan.h), so
+            // row of the tile, unguarded: rows past the sequence land in its padding (bwd_plan.h), so
             // the reductions are straight-line code. Selects rather than an if on the lane's parity: the vector
             // operand must sit in four consecutive registers, and the compiler made the if a divergent branch with
             // register moves on each side (measured: the selects with the fence below +1.4%).

@@ -44,7 +44,7 @@ template <ElemType kElem, int kHeadDim>
 void launch_bwd_sm80(const AttnParams& p, const BwdPlan& plan) {
     using Elem = ElemOf<kElem>;
     using T = typename BwdTileShape<Elem, kHeadDim>::Traits;
-    static_assert(T::kBlockM <= kDqAccumPadRows, "a query tile past the last sequence stays inside the accumulator");
+    static_assert(T::kBlockM <= kDqAccumPadRows, "a query tile past a sequence's end stays inside its padding");
     const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
     float* dq_accum = plan.dq_accum;
     float* softmax_d = plan.softmax_d;

@@ -21,17 +21,42 @@ struct BwdPlan {
     size_t workspace_bytes = 0;
 };
 
-// Rows of q: batch * seqlen_q, or total_q for varlen. The dQ accumulator's (row, head, dim) layout holds them in this
-// order, followed by kDqAccumPadRows query rows (of nheads x head-dim bucket floats each) that no pass reads.
+// Rows of q: batch * seqlen_q, or total_q for varlen.
 FLASHATTN_HD int64_t q_rows(const AttnParams& p) { return p.is_varlen ? p.total_q : int64_t(p.batch) * p.seqlen_q; }
 
-// The padding lets the backward kernel add a whole query tile to the accumulator without a per-row guard (straight-line
-// reductions the compiler can schedule among the next products): the rows of a tile past the end of its sequence add
-// exact zeros (their Q and dO rows are zero-filled, LSE +inf, D 0, so P and dS are 0 for finite K and V), into the
-// next sequence's rows or, for the last sequence, into the padding. A K or V holding Inf or NaN makes those rows NaN,
-// and then the first rows of the next sequence's dQ too (with a row guard they stayed inside the sequence).
+// The dQ accumulator's (row, head, dim) layout holds each sequence's query rows (of nheads x head-dim bucket floats
+// each) followed by kDqAccumPadRows rows that no pass reads. The padding lets the backward kernel add a whole query
+// tile without a per-row guard (straight-line reductions the compiler can schedule among the next products): the rows
+// of a sequence's last tile past its end land in its own padding, so whatever they hold (zeros for finite K and V:
+// their Q and dO rows are zero-filled, LSE +inf, D 0) never reaches another sequence.
 constexpr int kDqAccumPadRows = 128;  // at least every backward kBlockM (bwd_launch.cuh checks)
-FLASHATTN_HD int64_t accum_rows(const AttnParams& p) { return q_rows(p) + kDqAccumPadRows; }
+FLASHATTN_HD int64_t accum_rows(const AttnParams& p) { return q_rows(p) + int64_t(p.batch) * kDqAccumPadRows; }
+
+// The accumulator row of sequence b's first query row, q_row0 (cu_seqlens_q[b] for varlen, else unused).
+FLASHATTN_HD int64_t accum_row0(const AttnParams& p, int64_t b, int64_t q_row0) {
+    return p.is_varlen ? q_row0 + b * kDqAccumPadRows : b * (int64_t(p.seqlen_q) + kDqAccumPadRows);
+}
+
+// The accumulator row of query row r (0 <= r < q_rows(p); varlen rows absolute): r plus the padding of the sequences
+// before its own, found by a binary search of cu_seqlens_q for varlen (the last b with cu_seqlens_q[b] <= r, which
+// skips empty sequences).
+FLASHATTN_HD int64_t accum_row_of(const AttnParams& p, int64_t r) {
+    int64_t b;
+    if (p.is_varlen) {
+        int lo = 0, hi = p.batch;  // cu_seqlens_q[lo] <= r < cu_seqlens_q[hi]
+        while (hi - lo > 1) {
+            const int mid = (lo + hi) / 2;
+            if (p.cu_seqlens_q[mid] <= r)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        b = lo;
+    } else {
+        b = r / p.seqlen_q;
+    }
+    return r + b * kDqAccumPadRows;
+}
 
 // The plan for p on a device with `sm_count` multiprocessors; pointers are set when p.workspace is.
 BwdPlan make_bwd_plan(const AttnParams& p, int sm_count);

@@ -78,7 +78,8 @@ __global__ void bwd_preprocess_kernel(const AttnParams p, float* softmax_d, floa
     if (lane == 0) softmax_d[b * p.lse_batch_stride + h * p.lse_head_stride + i] = dot;
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int s = 0; s < n_splits; ++s) {
-        float4* acc = reinterpret_cast<float4*>(dq_accum + s * split_stride + (r * p.nheads + h) * acc_hdim);
+        float4* acc =
+            reinterpret_cast<float4*>(dq_accum + s * split_stride + (accum_row_of(p, r) * p.nheads + h) * acc_hdim);
         for (int c = lane; c < acc_hdim / kFloatsPerChunk; c += 32) acc[c] = zero;
     }
 }
@@ -95,7 +96,7 @@ __global__ void bwd_postprocess_kernel(const AttnParams p, const float* dq_accum
         const int c = static_cast<int>(idx - row_head * chunks_per_head);
         const int64_t r = row_head / p.nheads;
         const int h = static_cast<int>(row_head - r * p.nheads);
-        const float* acc = dq_accum + row_head * acc_hdim + c * kElemsPerChunk;
+        const float* acc = dq_accum + (accum_row_of(p, r) * p.nheads + h) * acc_hdim + c * kElemsPerChunk;
         float sum[kElemsPerChunk] = {};
         for (int s = 0; s < n_splits; ++s) {  // fixed order: deterministic
             const float4 lo = *reinterpret_cast<const float4*>(acc + s * split_stride);

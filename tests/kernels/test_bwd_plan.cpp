@@ -1,0 +1,66 @@
+// The backward's dQ accumulator layout (host code, no GPU needed): every sequence's rows, then its padding, so that
+// the kernel's unguarded query tiles stay inside their own sequence's rows and the passes find every row.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "kernels/sm80/bwd_plan.h"
+
+namespace flashattn::kernels {
+namespace {
+
+constexpr int kLargestBlockM = 128;  // the largest backward query tile (bwd_launch.cuh)
+
+// Checks, for every sequence b of p with `lengths[b]` rows starting at q row `starts[b]`: each of its rows maps to
+// accum_row0 + its index; a query tile that starts inside the sequence ends before the next sequence's first row and
+// inside the accumulator; no two q rows share an accumulator row.
+void check_layout(const AttnParams& p, const std::vector<int64_t>& starts, const std::vector<int64_t>& lengths) {
+    std::set<int64_t> seen;
+    for (size_t b = 0; b < lengths.size(); ++b) {
+        const int64_t row0 = accum_row0(p, int64_t(b), starts[b]);
+        for (int64_t i = 0; i < lengths[b]; ++i) {
+            EXPECT_EQ(accum_row_of(p, starts[b] + i), row0 + i) << "sequence " << b << " row " << i;
+            EXPECT_TRUE(seen.insert(row0 + i).second);
+        }
+        if (lengths[b] == 0) continue;
+        const int64_t last_tile = (lengths[b] - 1) / kLargestBlockM * kLargestBlockM;
+        const int64_t last_row_written = row0 + last_tile + kLargestBlockM - 1;
+        EXPECT_LT(last_row_written, accum_rows(p)) << "sequence " << b;
+        if (b + 1 < lengths.size()) {
+            EXPECT_LT(last_row_written, accum_row0(p, int64_t(b) + 1, starts[b + 1])) << "sequence " << b;
+        }
+    }
+}
+
+TEST(BwdPlan, PaddedBatchKeepsEachSequenceInItsRows) {
+    for (int seqlen : {1, 17, 128, 129, 1000}) {
+        AttnParams p;
+        p.batch = 3;
+        p.seqlen_q = seqlen;
+        std::vector<int64_t> starts, lengths;
+        for (int b = 0; b < p.batch; ++b) {
+            starts.push_back(int64_t(b) * seqlen);
+            lengths.push_back(seqlen);
+        }
+        check_layout(p, starts, lengths);
+    }
+}
+
+TEST(BwdPlan, VarlenKeepsEachSequenceInItsRowsAndSkipsEmptyOnes) {
+    const std::vector<int32_t> cu = {0, 5, 5, 140, 141, 141, 397};
+    AttnParams p;
+    p.is_varlen = true;
+    p.batch = static_cast<int>(cu.size()) - 1;
+    p.total_q = cu.back();
+    p.cu_seqlens_q = cu.data();
+    std::vector<int64_t> starts, lengths;
+    for (int b = 0; b < p.batch; ++b) {
+        starts.push_back(cu[b]);
+        lengths.push_back(cu[b + 1] - cu[b]);
+    }
+    check_layout(p, starts, lengths);
+}
+
+}  // namespace
+}  // namespace flashattn::kernels
