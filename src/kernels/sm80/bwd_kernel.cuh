@@ -69,6 +69,11 @@ struct BwdTraits {
     // hd256, waiting for room in the load/store queue); early wins at hd64 (late -3 to -5%; its 128-row tiles make
     // short steps, likely leaving the copies too little time to land).
     static constexpr bool kNextTileAfterDv = kHeadDim > 64;
+    // At hd256 the next query tile's copies go out in parts of kCopyPartRows rows, one part per 16-row step
+    // of the dV product, rather than in one burst after it. Measured (interleaved A/B on an H100): hd256 +1 to +3%;
+    // at hd128 it lost 3 to 8% (its short dV steps), so the smaller head dims copy in one burst.
+    static constexpr int kCopyPartRows = kHeadDim == 256 ? 16 : kBlockM_;
+    static constexpr int kCopyParts = kBlockM_ / kCopyPartRows;
     static constexpr int kStride = SmemRow<kHeadDim>::kStride;
     static constexpr int kPStride = kBlockM + kRowPadElems;  // P^T / dS^T rows: odd number of 16-byte chunks
     // Shared memory: K, V, P^T, dS^T, then `stages` copies of (Q, dO) and of (LSE, D). Two stages let query tile
@@ -199,26 +204,35 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         // Q and dO tiles are full (no zero-filled rows or columns) except the last m-block of a sequence and padded
         // head dims; full tiles take the copy without per-chunk predicates and source selects.
         const bool head_dims_full = p.head_dim == T::kHeadDim && p.head_dim_v == T::kHeadDim;
-        // Issue the loads of a query tile into its stage: Q, dO, LSE and D, all asynchronously.
-        auto load_query_tile = [&](const QueryTile& t) {
+        // Issue the loads of a query tile into its stage: Q, dO, LSE and D, all asynchronously. `part` selects rows
+        // [part, part + 1) * kCopyPartRows of Q and dO; LSE and D go with part 0.
+        constexpr int kPartRows = T::kCopyPartRows;
+        auto load_query_tile = [&](const QueryTile& t, int part) {
             const int stage = t.stage, h = t.h, m0 = t.m_block * T::kBlockM;
+            const int r0 = part * kPartRows;
             Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
             Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
             float* sLse = sLse_stages + stage * T::kBlockM;
             float* sD = sD_stages + stage * T::kBlockM;
             const int valid_rows = min(T::kBlockM, seq.seqlen_q - m0);
-            const Elem* q = static_cast<const Elem*>(p.q) + b * p.q_batch_stride + (seq.q_row0 + m0) * p.q_row_stride +
-                            h * p.q_head_stride;
+            const Elem* q = static_cast<const Elem*>(p.q) + b * p.q_batch_stride +
+                            (seq.q_row0 + m0 + r0) * p.q_row_stride + h * p.q_head_stride;
             const Elem* dout = static_cast<const Elem*>(p.dout) + b * p.dout_batch_stride +
-                               (seq.q_row0 + m0) * p.dout_row_stride + h * p.dout_head_stride;
+                               (seq.q_row0 + m0 + r0) * p.dout_row_stride + h * p.dout_head_stride;
             if (valid_rows == T::kBlockM && head_dims_full) {
-                load_full_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q, p.q_row_stride, tid);
-                load_full_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sdO, dout, p.dout_row_stride, tid);
+                load_full_tile_async<kPartRows, T::kHeadDim, T::kThreads>(sQ + r0 * T::kStride, q, p.q_row_stride,
+                                                                          tid);
+                load_full_tile_async<kPartRows, T::kHeadDim, T::kThreads>(sdO + r0 * T::kStride, dout,
+                                                                          p.dout_row_stride, tid);
             } else {
-                load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q, p.q_row_stride, valid_rows, p.head_dim,
-                                                                      tid);
-                load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sdO, dout, p.dout_row_stride, valid_rows,
-                                                                      p.head_dim_v, tid);
+                load_tile_async<kPartRows, T::kHeadDim, T::kThreads>(sQ + r0 * T::kStride, q, p.q_row_stride,
+                                                                     valid_rows - r0, p.head_dim, tid);
+                load_tile_async<kPartRows, T::kHeadDim, T::kThreads>(sdO + r0 * T::kStride, dout, p.dout_row_stride,
+                                                                     valid_rows - r0, p.head_dim_v, tid);
+            }
+            if (part != 0) {
+                ptx::cp_async_commit();
+                return;
             }
             // LSE and D asynchronously too: a plain load here would hold its warp for a memory round trip while the
             // others wait at the next barrier. Rows past the sequence get LSE +inf (so their P is exactly 0), D 0.
@@ -238,8 +252,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             }
             ptx::cp_async_commit();
         };
+        // A whole query tile: its parts one after the other.
+        auto load_whole_query_tile = [&](const QueryTile& t) {
+#pragma unroll
+            for (int part = 0; part < T::kBlockM / kPartRows; ++part) load_query_tile(t, part);
+        };
         QueryTile tile{hk * heads_per_group, m_block_begin, 0};
-        if (steps > 0) load_query_tile(tile);
+        if (steps > 0) load_whole_query_tile(tile);
 
         for (int step = 0; step < steps; ++step) {
             const int h = tile.h, m0 = tile.m_block * T::kBlockM, stage = tile.stage;
@@ -301,9 +320,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             float acc_s[T::kSMTiles][T::kSTiles][4], acc_dp[T::kSMTiles][T::kSTiles][4];
             keys_by_rows(acc_s, sK, sQ);
             // Two stages: the next tile loads into the other one and overlaps the rest of this step, issued here or
-            // after the dV product (T::kNextTileAfterDv); never before the first product, so that the warps leave
-            // the barrier straight into tensor work.
-            if (!T::kNextTileAfterDv && q_stages > 1 && has_next) load_query_tile(next_tile(tile));
+            // with the dV product (T::kNextTileAfterDv: after it, or in parts through it, T::kCopyParts); never before
+            // the first product, so that the warps leave the barrier straight into tensor work.
+            if (!T::kNextTileAfterDv && q_stages > 1 && has_next) load_whole_query_tile(next_tile(tile));
             keys_by_rows(acc_dp, sV, sdO);
 
             // ---- P^T and dS^T, element-wise; staged in shared memory -------------------------------------------
@@ -414,10 +433,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             };
 
             // ---- phase KV, first: dV += P^T dO (this warp: kKVKeys keys x kKVCols) --------------------------------
+            const bool copy_next = T::kNextTileAfterDv && q_stages > 1 && has_next;
+            const QueryTile next = next_tile(tile);
 #pragma unroll
             for (int ks = 0; ks < T::kBlockM / 16; ++ks) {
                 uint32_t pa[T::kKVMTiles][4];
                 load_key_rows(pa, sPt, ks);
+                if (T::kCopyParts > 1 && copy_next && ks * 16 % kPartRows == 0)
+                    load_query_tile(next, ks * 16 / kPartRows);
 #pragma unroll
                 for (int dp2 = 0; dp2 < T::kKVTiles / 2; ++dp2) {
                     uint32_t ob[4];
@@ -430,8 +453,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                 }
             }
-
-            if (T::kNextTileAfterDv && q_stages > 1 && has_next) load_query_tile(next_tile(tile));
+            if (T::kCopyParts == 1 && copy_next) load_whole_query_tile(next_tile(tile));
 
             // ---- phase Q: dQ = dS K for this tile (this warp: kQRows rows x kQCols) --------------------------------
             float acc_dq[T::kQMTiles][T::kQTiles][4];
@@ -518,7 +540,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
 
             if (q_stages == 1 && has_next) {
                 __syncthreads();  // one stage: every warp is done with this tile before the next overwrites it
-                load_query_tile(next_tile(tile));
+                load_whole_query_tile(next_tile(tile));
             }
             tile = next_tile(tile);
         }
