@@ -62,5 +62,24 @@ TEST(BwdPlan, VarlenKeepsEachSequenceInItsRowsAndSkipsEmptyOnes) {
     check_layout(p, starts, lengths);
 }
 
+// The column order within a group: a permutation, and lane t's four floats (columns 2t, 2t + 1, 8 + 2t, 9 + 2t of its
+// two n8 tiles) are positions 4t ... 4t + 3.
+TEST(BwdPlan, AccumColumnGroupIsAPermutationWithEachLanesFloatsTogether) {
+    std::vector<int> seen(kDqAccumColGroup, 0);
+    for (int w = 0; w < kDqAccumColGroup; ++w) {
+        const int pos = accum_col_in_group(w);
+        ASSERT_GE(pos, 0);
+        ASSERT_LT(pos, kDqAccumColGroup);
+        ++seen[pos];
+    }
+    for (int pos = 0; pos < kDqAccumColGroup; ++pos) EXPECT_EQ(seen[pos], 1) << "position " << pos;
+    for (int t = 0; t < 4; ++t) {
+        EXPECT_EQ(accum_col_in_group(2 * t), 4 * t);
+        EXPECT_EQ(accum_col_in_group(2 * t + 1), 4 * t + 1);
+        EXPECT_EQ(accum_col_in_group(8 + 2 * t), 4 * t + 2);
+        EXPECT_EQ(accum_col_in_group(9 + 2 * t), 4 * t + 3);
+    }
+}
+
 }  // namespace
 }  // namespace flashattn::kernels

@@ -122,14 +122,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
     // Key rows past seqused_k (varlen) are visited too, so their dK and dV are written as zeros.
     const int n_blocks = (seq.k_rows + T::kBlockN - 1) / T::kBlockN;
     // dQ accumulator rows are (row, head) pairs of kHeadDim floats; a query tile (m0, h) adds (m0 * nheads + h) rows.
-    // In phase Q the lanes pair up (tig, tig ^ 1) so that each reduction adds 16 bytes: of the two lanes' four floats
-    // of an n8 tile's column pair, the even lane adds row `group`, the odd lane row group + 8, both from column
-    // q_col0 + 2 * (tig & ~1). This is the thread's first element; one 64-bit pointer for the whole kernel.
+    // Their columns are permuted in groups of 16 (bwd_plan.h) so that the four floats a lane holds of a row in two
+    // adjacent n8 tiles are consecutive: each reduction adds 16 bytes, at position 4 * tig of a group. This is the
+    // thread's first element (row `group`); one 64-bit pointer for the whole kernel.
     const int64_t dq_row_floats = int64_t(p.nheads) * T::kHeadDim;
     const int64_t acc_row0 = accum_row0(p, b, seq.q_row0);  // the sequence's rows of dq_accum (bwd_plan.h)
-    const bool odd_lane = tig & 1;
+    static_assert(T::kQCols % kDqAccumColGroup == 0, "a warp's dQ columns are whole column groups");
     float* const dq_thread = dq_accum + (p.deterministic ? blockIdx.x * dq_accum_split_stride : 0) +
-                             (acc_row0 + q_row0 + group + (odd_lane ? 8 : 0)) * dq_row_floats + q_col0 + 2 * (tig & ~1);
+                             (acc_row0 + q_row0 + group) * dq_row_floats + q_col0 + accum_col_in_group(2 * tig);
 
     const bool transform_scores = p.softcap > 0.f || p.alibi_slopes != nullptr;
     const float exp2_mult = transform_scores ? kLog2e : p.scale_log2;
@@ -484,30 +484,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                 }
             }
-            // Reduction r (of kReds) adds n8 tile dt of m16 tile mq: 16 bytes a lane, paired as at dq_thread. Every
-            // row of the tile, unguarded: rows past the sequence land in its padding (bwd_plan.h), so
-            // the reductions are straight-line code. Selects rather than an if on the lane's parity: the vector
-            // operand must sit in four consecutive registers, and the compiler made the if a divergent branch with
-            // register moves on each side (measured: the selects with the fence below +1.4%).
+            // Reduction r (of kReds) adds, of m16 tile mq and the n8 tile pair dp2 (a column group), row half `half`
+            // (group or group + 8): 16 bytes a lane (the column order at dq_thread). Every row of the tile, unguarded:
+            // rows past the sequence land in its padding (bwd_plan.h), so the reductions are straight-line code.
             constexpr int kReds = T::kQMTiles * T::kQTiles;
-            // Each lane sends the pair its partner adds: the even lane its row-8 pair, the odd lane its row-0 pair.
-            // Shuffled one reduction ahead of its use, so that the shuffle's latency can pass under the products
-            // between (the selects that waited on it held 13% of the stall samples at hd256; +1.7% there measured,
-            // the same code at the other head dims).
-            auto exchange = [&](int r, float (&got)[2]) {
-                const float* a = acc_dq[r / T::kQTiles][r % T::kQTiles];
-                got[0] = __shfl_xor_sync(0xffffffffu, odd_lane ? a[0] : a[2], 1);
-                got[1] = __shfl_xor_sync(0xffffffffu, odd_lane ? a[1] : a[3], 1);
+            auto add_dq = [&](int r) {
+                const int mq = r / T::kQTiles, dp2 = r % T::kQTiles / 2, half = r % 2;
+                const float* lo = acc_dq[mq][2 * dp2];
+                const float* hi = acc_dq[mq][2 * dp2 + 1];
+                float* const dst = dq_row + (mq * 16 + 8 * half) * dq_row_floats + dp2 * kDqAccumColGroup;
+                ptx::red_add_f32x4(dst, lo[2 * half], lo[2 * half + 1], hi[2 * half], hi[2 * half + 1]);
             };
-            auto add_dq = [&](int r, const float (&got)[2]) {
-                const int mq = r / T::kQTiles, dt = r % T::kQTiles;
-                const float* a = acc_dq[mq][dt];
-                float* const dst = dq_row + mq * 16 * dq_row_floats + dt * 8;
-                ptx::red_add_f32x4(dst, odd_lane ? got[0] : a[0], odd_lane ? got[1] : a[1], odd_lane ? a[2] : got[0],
-                                   odd_lane ? a[3] : got[1]);
-            };
-            float ahead[2];
-            exchange(0, ahead);
 
             // ---- phase KV, second: dK += dS^T Q (this warp: kKVKeys keys x kKVCols), dQ's reductions among it ----
             constexpr int kSlots = T::kBlockM / 16 * (T::kKVTiles / 2);  // (ks, dp2) steps of the product
@@ -527,11 +514,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     }
                     const int slot = ks * (T::kKVTiles / 2) + dp2;  // reductions [slot, slot + 1) * kReds / kSlots
 #pragma unroll
-                    for (int r = slot * kReds / kSlots; r < (slot + 1) * kReds / kSlots; ++r) {
-                        const float got[2] = {ahead[0], ahead[1]};
-                        if (r + 1 < kReds) exchange(r + 1, ahead);
-                        add_dq(r, got);
-                    }
+                    for (int r = slot * kReds / kSlots; r < (slot + 1) * kReds / kSlots; ++r) add_dq(r);
                     // A fence the compiler does not schedule across (it emits no instruction here): without it the
                     // reductions gathered into a burst again, 5.8% slower.
                     __syncwarp();

@@ -32,6 +32,12 @@ FLASHATTN_HD int64_t q_rows(const AttnParams& p) { return p.is_varlen ? p.total_
 constexpr int kDqAccumPadRows = 128;  // at least every backward kBlockM (bwd_launch.cuh checks)
 FLASHATTN_HD int64_t accum_rows(const AttnParams& p) { return q_rows(p) + int64_t(p.batch) * kDqAccumPadRows; }
 
+// Within a row, the accumulator holds the head-dim columns permuted in groups of 16: the backward kernel's lane t
+// (of 4 in an mma.sync quad) holds columns 2t, 2t + 1 and 8 + 2t, 9 + 2t of a group (its two n8 tiles), and adds them as
+// the four consecutive floats 4t ... 4t + 3. Column w of a group sits at position accum_col_in_group(w).
+constexpr int kDqAccumColGroup = 16;
+FLASHATTN_HD constexpr int accum_col_in_group(int w) { return 4 * (w % 8 / 2) + w % 2 + 2 * (w / 8); }
+
 // The accumulator row of sequence b's first query row, q_row0 (cu_seqlens_q[b] for varlen, else unused).
 FLASHATTN_HD int64_t accum_row0(const AttnParams& p, int64_t b, int64_t q_row0) {
     return p.is_varlen ? q_row0 + b * kDqAccumPadRows : b * (int64_t(p.seqlen_q) + kDqAccumPadRows);

@@ -84,7 +84,8 @@ __global__ void bwd_preprocess_kernel(const AttnParams p, float* softmax_d, floa
     }
 }
 
-// One thread per 8 dQ elements: two 16-byte accumulator reads per split, one 16-byte store.
+// One thread per 8 dQ elements (half c % 2 of column group c / 2, bwd_plan.h): four 8-byte accumulator reads per
+// split, one 16-byte store.
 template <typename Elem>
 __global__ void bwd_postprocess_kernel(const AttnParams p, const float* dq_accum, int64_t split_stride, int n_splits,
                                        int acc_hdim) {
@@ -96,13 +97,18 @@ __global__ void bwd_postprocess_kernel(const AttnParams p, const float* dq_accum
         const int c = static_cast<int>(idx - row_head * chunks_per_head);
         const int64_t r = row_head / p.nheads;
         const int h = static_cast<int>(row_head - r * p.nheads);
-        const float* acc = dq_accum + (accum_row_of(p, r) * p.nheads + h) * acc_hdim + c * kElemsPerChunk;
+        // Columns 2t and 2t + 1 of this chunk sit at positions accum_col_in_group(8 * (c % 2) + 2t) = 4t + 2 * (c % 2)
+        // and the next of its group.
+        static_assert(kDqAccumColGroup == 2 * kElemsPerChunk, "a column group is two chunks");
+        const float* acc = dq_accum + (accum_row_of(p, r) * p.nheads + h) * acc_hdim + (c / 2) * kDqAccumColGroup +
+                           accum_col_in_group(8 * (c % 2));
         float sum[kElemsPerChunk] = {};
         for (int s = 0; s < n_splits; ++s) {  // fixed order: deterministic
-            const float4 lo = *reinterpret_cast<const float4*>(acc + s * split_stride);
-            const float4 hi = *reinterpret_cast<const float4*>(acc + s * split_stride + kFloatsPerChunk);
-            sum[0] += lo.x, sum[1] += lo.y, sum[2] += lo.z, sum[3] += lo.w;
-            sum[4] += hi.x, sum[5] += hi.y, sum[6] += hi.z, sum[7] += hi.w;
+#pragma unroll
+            for (int t = 0; t < kElemsPerChunk / 2; ++t) {
+                const float2 v = *reinterpret_cast<const float2*>(acc + s * split_stride + 4 * t);
+                sum[2 * t] += v.x, sum[2 * t + 1] += v.y;
+            }
         }
         uint4 packed;
         uint32_t* words = reinterpret_cast<uint32_t*>(&packed);
