@@ -417,7 +417,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             // The products in the order dV, dQ, dK, with dQ's reductions a few at a time between the dK products:
             // the tensor cores keep working while the memory system takes them. Issued in one burst, they filled the
             // load/store queue, and the address arithmetic of the later ones waited for registers the earlier ones
-            // still held (bench/NOTES.md: the pairing and the spreading together measured +6% over the burst).
+            // still held (bench/NOTES.md: 16-byte reductions and the spreading together measured +6% over the burst;
+            // the permuted accumulator columns, which made the 16-byte reductions free of shuffles, another +6.5%).
             // A dK/dV operand: this warp's keys x 16 query rows (step ks) of P^T or dS^T.
             auto load_key_rows = [&](uint32_t (&frag)[T::kKVMTiles][4], const Elem* sA, int ks) {
 #pragma unroll
