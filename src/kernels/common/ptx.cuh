@@ -99,6 +99,16 @@ __device__ __forceinline__ void st_shared_32(uint32_t addr, uint32_t v) {
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v));
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Store four 8x8 b16 matrices to shared memory (sm_90 and newer): lane l gives the address of row l % 8 of matrix
+// l / 8; register i holds this lane's pair of matrix i in the mma.sync accumulator layout (row lane / 4, columns
+// 2 * (lane % 4) and the next). One instruction where st_shared_32 takes four.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+                 "r"(r2), "r"(r3));
+}
+#endif
+
 __device__ __forceinline__ void st_global_16(void* gmem, uint4 v) {
     asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"l"(gmem), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
