@@ -85,6 +85,8 @@ std::vector<AttnCase> layout_cases() {
         // head_dim_v != head_dim
         {.dtype = kF16, .seqlen_q = 512, .seqlen_k = 512, .head_dim = 128, .head_dim_v = 64},
         {.dtype = kBF16, .seqlen_q = 113, .seqlen_k = 512, .head_dim = 192, .head_dim_v = 128, .causal = true},
+        // hd192 with full query tiles and a partial last one (its Q and dO tiles take the swizzled layout)
+        {.dtype = kF16, .seqlen_q = 1000, .seqlen_k = 512, .head_dim = 192},
         // q, k, v (and dq, dk, dv) as slices of packed tensors
         {.dtype = kF16, .seqlen_q = 113, .seqlen_k = 113, .head_dim = 64, .packed_qkv = true},
         {.dtype = kBF16, .seqlen_q = 512, .seqlen_k = 512, .head_dim = 128, .causal = true, .packed_qkv = true},

@@ -19,15 +19,34 @@ struct SmemRow {
     static_assert(kHeadDim % 16 == 0, "head dim bucket must be a multiple of 16");
     static constexpr int kStride = kHeadDim + kRowPadElems;  // elements between row starts
     static constexpr int kChunks = kHeadDim / kChunkElems;   // chunks per row
+    static constexpr int kRowPeriod = 1;                     // rows after which the placement repeats
+    // The element offset of (row, col), col a multiple of 8; row8 == row % 8 (unused here).
+    static __device__ __forceinline__ int offset(int row, int col, int /*row8*/) { return row * kStride + col; }
+};
+
+// The other layout: rows unpadded (each starts on a 128-byte boundary) and chunk c of row r stored at position
+// c ^ (r % 8), for head dims that are a multiple of 64. The 8 rows of an ldmatrix read the same chunk, which lands in 8
+// different bank groups; and each row's 128-byte pieces stay whole, so an asynchronous copy of a row writes whole
+// 128-byte lines of shared memory (with the padded layout, a row's 16-byte shift splits them: the profiles of the
+// backward measured 2.6 times the ideal shared-memory wavefronts for its copies).
+template <int kHeadDim>
+struct SmemSwizzledRow {
+    static_assert(kHeadDim % 64 == 0, "the swizzle permutes groups of 8 chunks");
+    static constexpr int kStride = kHeadDim;
+    static constexpr int kChunks = kHeadDim / kChunkElems;
+    static constexpr int kRowPeriod = 8;
+    static __device__ __forceinline__ int offset(int row, int col, int row8) {
+        return row * kStride + ((col / kChunkElems) ^ row8) * kChunkElems;
+    }
 };
 
 // A tile whose rows are not evenly spaced in global memory (gathered query heads, paged caches):
 // row r comes from row_ptr(r), called only for r < valid_rows. `any_row` is a readable address for the zero-filled
 // chunks' (unused) source operand.
-template <int kRows, int kHeadDim, int kThreads, typename Elem, typename RowPtr>
+// Row is the shared-memory layout (SmemRow or SmemSwizzledRow) in this and the copies below.
+template <int kRows, int kHeadDim, int kThreads, typename Row = SmemRow<kHeadDim>, typename Elem, typename RowPtr>
 __device__ __forceinline__ void load_rows_async(Elem* smem, RowPtr row_ptr, const Elem* any_row, int valid_rows,
                                                 int valid_cols, int tid) {
-    using Row = SmemRow<kHeadDim>;
     constexpr int kTotal = kRows * Row::kChunks;
 #pragma unroll
     for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
@@ -36,7 +55,7 @@ __device__ __forceinline__ void load_rows_async(Elem* smem, RowPtr row_ptr, cons
         const int r = chunk / Row::kChunks;
         const int c = (chunk % Row::kChunks) * kChunkElems;
         const bool valid = r < valid_rows && c < valid_cols;
-        ptx::cp_async_16(ptx::smem_addr(smem + r * Row::kStride + c), valid ? row_ptr(r) + c : any_row, valid);
+        ptx::cp_async_16(ptx::smem_addr(smem + Row::offset(r, c, r % 8)), valid ? row_ptr(r) + c : any_row, valid);
     }
 }
 
@@ -61,20 +80,20 @@ __device__ __forceinline__ void store_rows(RowPtr row_ptr, const Elem* smem, int
 // Start an asynchronous copy of rows [0, kRows) of a tile from global memory into shared memory `smem`.
 // Row r comes from gmem + r * row_stride; rows >= valid_rows and columns >= valid_cols (a multiple of 8) are
 // zero-filled, so padded rows and head dims contribute nothing to any product.
-template <int kRows, int kHeadDim, int kThreads, typename Elem>
+template <int kRows, int kHeadDim, int kThreads, typename Row = SmemRow<kHeadDim>, typename Elem>
 __device__ __forceinline__ void load_tile_async(Elem* smem, const Elem* gmem, int64_t row_stride, int valid_rows,
                                                 int valid_cols, int tid) {
-    using Row = SmemRow<kHeadDim>;
     if constexpr (kThreads % Row::kChunks == 0) {
         // Each thread copies the same column chunk of rows r0, r0 + kRowsPerPass, ...: one running pointer per
         // thread instead of one per chunk keeps the address arithmetic out of the register budget.
         constexpr int kRowsPerPass = kThreads / Row::kChunks;
         static_assert(kRows % kRowsPerPass == 0, "tile rows must divide evenly among passes");
+        static_assert(kRowsPerPass % Row::kRowPeriod == 0, "every pass puts the thread's chunk at the same position");
         const int r0 = tid / Row::kChunks;
         const int c = (tid % Row::kChunks) * kChunkElems;
         const bool col_valid = c < valid_cols;
         const Elem* src = gmem + r0 * row_stride + c;
-        uint32_t dst = ptx::smem_addr(smem + r0 * Row::kStride + c);
+        uint32_t dst = ptx::smem_addr(smem + Row::offset(r0, c, r0 % 8));
 #pragma unroll
         for (int i = 0; i < kRows / kRowsPerPass; ++i) {
             const bool valid = col_valid && r0 + i * kRowsPerPass < valid_rows;
@@ -84,25 +103,25 @@ __device__ __forceinline__ void load_tile_async(Elem* smem, const Elem* gmem, in
         }
     } else {
         // Rows of a chunk count that does not divide the block (head dims 96, 192): chunk by chunk.
-        load_rows_async<kRows, kHeadDim, kThreads>(
+        load_rows_async<kRows, kHeadDim, kThreads, Row>(
             smem, [&](int r) { return gmem + r * row_stride; }, gmem, valid_rows, valid_cols, tid);
     }
 }
 
 // load_tile_async for a tile with every row and column in range: no per-chunk predicate or source select (the
 // compiler cannot tell that the row test of the general copy always passes, as it does not know tid < kThreads).
-template <int kRows, int kHeadDim, int kThreads, typename Elem>
+template <int kRows, int kHeadDim, int kThreads, typename Row = SmemRow<kHeadDim>, typename Elem>
 __device__ __forceinline__ void load_full_tile_async(Elem* smem, const Elem* gmem, int64_t row_stride, int tid) {
-    using Row = SmemRow<kHeadDim>;
     constexpr int kTotal = kRows * Row::kChunks;
     if constexpr (kThreads % Row::kChunks == 0) {
         // Same column chunk of rows r0, r0 + kRowsPerPass, ...: one running pointer per thread.
         constexpr int kRowsPerPass = kThreads / Row::kChunks;
         static_assert(kRows % kRowsPerPass == 0, "tile rows must divide evenly among passes");
+        static_assert(kRowsPerPass % Row::kRowPeriod == 0, "every pass puts the thread's chunk at the same position");
         const int r0 = tid / Row::kChunks;
         const int c = (tid % Row::kChunks) * kChunkElems;
         const Elem* src = gmem + r0 * row_stride + c;
-        const uint32_t dst = ptx::smem_addr(smem + r0 * Row::kStride + c);
+        const uint32_t dst = ptx::smem_addr(smem + Row::offset(r0, c, r0 % 8));
 #pragma unroll
         for (int i = 0; i < kRows / kRowsPerPass; ++i) {
             ptx::cp_async_16(dst + i * kRowsPerPass * Row::kStride * int(sizeof(Elem)), src, true);
@@ -115,7 +134,7 @@ __device__ __forceinline__ void load_full_tile_async(Elem* smem, const Elem* gme
             if (kTotal % kThreads != 0 && chunk >= kTotal) break;
             const int r = chunk / Row::kChunks;
             const int c = (chunk % Row::kChunks) * kChunkElems;
-            ptx::cp_async_16(ptx::smem_addr(smem + r * Row::kStride + c), gmem + r * row_stride + c, true);
+            ptx::cp_async_16(ptx::smem_addr(smem + Row::offset(r, c, r % 8)), gmem + r * row_stride + c, true);
         }
     }
 }

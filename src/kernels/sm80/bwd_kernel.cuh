@@ -74,12 +74,17 @@ struct BwdTraits {
     // at hd128 it lost 3 to 8% (its short dV steps), so the smaller head dims copy in one burst.
     static constexpr int kCopyPartRows = kHeadDim == 256 ? 16 : kBlockM_;
     static constexpr int kCopyParts = kBlockM_ / kCopyPartRows;
-    static constexpr int kStride = SmemRow<kHeadDim>::kStride;
+    static constexpr int kStride = SmemRow<kHeadDim>::kStride;  // K and V rows (padded)
+    // Q and dO rows: swizzled where the head dim allows (tile_io.cuh), since they are copied every step.
+    using QRow = std::conditional_t<kHeadDim == 192, SmemSwizzledRow<kHeadDim>, SmemRow<kHeadDim>>;
+    static constexpr int kQStride = QRow::kStride;
     static constexpr int kPStride = kBlockM + kRowPadElems;  // P^T / dS^T rows: odd number of 16-byte chunks
     // Shared memory: K, V, P^T, dS^T, then `stages` copies of (Q, dO) and of (LSE, D). Two stages let query tile
     // i + 1 load during tile i; a GPU with too little shared memory for two runs with one.
     static constexpr int kFixedElems = 2 * kBlockN * kStride + 2 * kBlockN * kPStride;
-    static constexpr int kStageElems = 2 * kBlockM * kStride;
+    static constexpr int kStageElems = 2 * kBlockM * kQStride;
+    static_assert(kFixedElems * 2 % 128 == 0 && kBlockM * kQStride * 2 % 128 == 0,
+                  "Q and dO tiles start on 128-byte boundaries (the swizzle's bank groups)");
     static constexpr int smem_bytes(int stages) {
         return (kFixedElems + stages * kStageElems) * 2 + stages * 2 * kBlockM * int(sizeof(float));
     }
@@ -96,14 +101,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                                                              int64_t dq_accum_split_stride, const float* softmax_d,
                                                              int q_stages) {
     using Elem = typename T::Elem;
+    using QRow = typename T::QRow;
+    constexpr bool kSwizzledQ = QRow::kRowPeriod > 1;
     extern __shared__ __align__(16) unsigned char smem_bytes[];
     Elem* sK = reinterpret_cast<Elem*>(smem_bytes);
     Elem* sV = sK + T::kBlockN * T::kStride;
     Elem* sPt = sV + T::kBlockN * T::kStride;    // P^T (dropout applied), kBlockN x kBlockM
     Elem* sdSt = sPt + T::kBlockN * T::kPStride;  // dS^T
-    Elem* sQ_stages = sdSt + T::kBlockN * T::kPStride;  // [q_stages][kBlockM][kStride]
-    Elem* sdO_stages = sQ_stages + q_stages * T::kBlockM * T::kStride;
-    float* sLse_stages = reinterpret_cast<float*>(sdO_stages + q_stages * T::kBlockM * T::kStride);  // LSE
+    Elem* sQ_stages = sdSt + T::kBlockN * T::kPStride;  // [q_stages][kBlockM][kQStride]
+    Elem* sdO_stages = sQ_stages + q_stages * T::kBlockM * T::kQStride;
+    float* sLse_stages = reinterpret_cast<float*>(sdO_stages + q_stages * T::kBlockM * T::kQStride);  // LSE
     float* sD_stages = sLse_stages + q_stages * T::kBlockM;
 
     const int b = blockIdx.y, hk = blockIdx.z;
@@ -210,8 +217,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         auto load_query_tile = [&](const QueryTile& t, int part) {
             const int stage = t.stage, h = t.h, m0 = t.m_block * T::kBlockM;
             const int r0 = part * kPartRows;
-            Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
-            Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
+            Elem* sQ = sQ_stages + stage * T::kBlockM * T::kQStride;
+            Elem* sdO = sdO_stages + stage * T::kBlockM * T::kQStride;
             float* sLse = sLse_stages + stage * T::kBlockM;
             float* sD = sD_stages + stage * T::kBlockM;
             const int valid_rows = min(T::kBlockM, seq.seqlen_q - m0);
@@ -220,15 +227,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             const Elem* dout = static_cast<const Elem*>(p.dout) + b * p.dout_batch_stride +
                                (seq.q_row0 + m0 + r0) * p.dout_row_stride + h * p.dout_head_stride;
             if (valid_rows == T::kBlockM && head_dims_full) {
-                load_full_tile_async<kPartRows, T::kHeadDim, T::kThreads>(sQ + r0 * T::kStride, q, p.q_row_stride,
-                                                                          tid);
-                load_full_tile_async<kPartRows, T::kHeadDim, T::kThreads>(sdO + r0 * T::kStride, dout,
-                                                                          p.dout_row_stride, tid);
+                load_full_tile_async<kPartRows, T::kHeadDim, T::kThreads, QRow>(sQ + r0 * T::kQStride, q,
+                                                                                p.q_row_stride, tid);
+                load_full_tile_async<kPartRows, T::kHeadDim, T::kThreads, QRow>(sdO + r0 * T::kQStride, dout,
+                                                                                p.dout_row_stride, tid);
             } else {
-                load_tile_async<kPartRows, T::kHeadDim, T::kThreads>(sQ + r0 * T::kStride, q, p.q_row_stride,
-                                                                     valid_rows - r0, p.head_dim, tid);
-                load_tile_async<kPartRows, T::kHeadDim, T::kThreads>(sdO + r0 * T::kStride, dout, p.dout_row_stride,
-                                                                     valid_rows - r0, p.head_dim_v, tid);
+                load_tile_async<kPartRows, T::kHeadDim, T::kThreads, QRow>(sQ + r0 * T::kQStride, q, p.q_row_stride,
+                                                                           valid_rows - r0, p.head_dim, tid);
+                load_tile_async<kPartRows, T::kHeadDim, T::kThreads, QRow>(sdO + r0 * T::kQStride, dout,
+                                                                           p.dout_row_stride, valid_rows - r0,
+                                                                           p.head_dim_v, tid);
             }
             if (part != 0) {
                 ptx::cp_async_commit();
@@ -263,8 +271,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         for (int step = 0; step < steps; ++step) {
             const int h = tile.h, m0 = tile.m_block * T::kBlockM, stage = tile.stage;
             const bool has_next = step + 1 < steps;
-            const Elem* sQ = sQ_stages + stage * T::kBlockM * T::kStride;
-            const Elem* sdO = sdO_stages + stage * T::kBlockM * T::kStride;
+            const Elem* sQ = sQ_stages + stage * T::kBlockM * T::kQStride;
+            const Elem* sdO = sdO_stages + stage * T::kBlockM * T::kQStride;
             const float* sLse = sLse_stages + stage * T::kBlockM;
             const float* sD = sD_stages + stage * T::kBlockM;
             // Dropout: the keep bit of each of this thread's scores, bit e for element e of for_each_score below.
@@ -304,10 +312,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                                                                ks * 16 + (lane / 16) * 8));
 #pragma unroll
                     for (int np = 0; np < T::kSTiles / 2; ++np) {
+                        // Rows of Q or dO: row % 8 == lane % 8 (s_col0 and the rest are multiples of 8).
                         uint32_t bb[4];
-                        ptx::ldmatrix_x4(bb, ptx::smem_addr(sB + (s_col0 + np * 16 + (lane / 16) * 8 + lane % 8) *
-                                                                     T::kStride +
-                                                                 ks * 16 + ((lane / 8) % 2) * 8));
+                        const int row = s_col0 + np * 16 + (lane / 16) * 8 + lane % 8;
+                        if constexpr (kSwizzledQ)
+                            ptx::ldmatrix_x4(bb, ptx::smem_addr(sB + QRow::offset(row, ks * 16 + ((lane / 8) % 2) * 8,
+                                                                                  lane % 8)));
+                        else  // the same offset, written so that the compiler folds ks into an immediate
+                            ptx::ldmatrix_x4(bb, ptx::smem_addr(sB + row * T::kStride + ks * 16 + ((lane / 8) % 2) * 8));
                         const uint32_t b0[2] = {bb[0], bb[1]}, b1[2] = {bb[2], bb[3]};
 #pragma unroll
                         for (int mt = 0; mt < T::kSMTiles; ++mt) {
@@ -460,9 +472,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
             };
             // Its other operand: 16 query rows (step ks) x 16 head-dim columns (pair dp2) of dO or Q, transposed.
             auto load_row_cols = [&](uint32_t (&frag)[4], const Elem* sB, int ks, int dp2) {
-                const int row = ks * 16 + ((lane / 8) % 2) * 8 + lane % 8;
+                const int row = ks * 16 + ((lane / 8) % 2) * 8 + lane % 8;  // row % 8 == lane % 8
                 const int col = kv_col0 + dp2 * 16 + (lane / 16) * 8;
-                ptx::ldmatrix_x4_trans(frag, ptx::smem_addr(sB + row * T::kStride + col));
+                if constexpr (kSwizzledQ)
+                    ptx::ldmatrix_x4_trans(frag, ptx::smem_addr(sB + QRow::offset(row, col, lane % 8)));
+                else
+                    ptx::ldmatrix_x4_trans(frag, ptx::smem_addr(sB + row * T::kStride + col));
             };
 
             // ---- phase KV, first: dV += P^T dO (this warp: kKVKeys keys x kKVCols) --------------------------------
