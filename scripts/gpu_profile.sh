@@ -14,6 +14,7 @@
 #   bwd80        the Ampere-class backward, hd128 seqlen 2k; and FA2's backward (PyTorch SDPA flash), details only
 #   bwd80_hd256  the same at head dim 256 (FA2's with its stall-sampled lines too)
 #   bwd80_hd64   the same at head dim 64 (likewise)
+#   fwd80_hd256  the Ampere-class forward at hd256 (batch 2, seqlen 8k) and FA2's forward, both stall-sampled
 #   kvc          the kv-cache decode kernel and its combine: batch 1 cache 4k, and batch 64 cache 16k (nheads 32/8)
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -139,6 +140,21 @@ for d in 256 64; do
     profile fa2_bwd_hd$d flash_bwd_dq_dk_dv 0 1 python3 "$work/fa2_bwd.py" $d
   fi
 done
+
+# The Ampere-class forward (FLASHATTN_FORWARD_PATH=sm80) at head dim 256, batch 2, seqlen 8k (8 heads), and FA2's.
+if want fwd80_hd256; then
+  cat > "$work/fa2_fwd.py" <<'PY'
+import sys, torch, torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel, SDPBackend
+d, b, s = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+q, k, v = [torch.randn(b, 2048 // d, s, d, device='cuda', dtype=torch.bfloat16) for _ in range(3)]
+with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    for _ in range(3): F.scaled_dot_product_attention(q, k, v)
+torch.cuda.synchronize()
+PY
+  FLASHATTN_FORWARD_PATH=sm80 profile fwd80_hd256 fwd_kernel 1 1 "${OURS[@]}" fwd 2 8192 256 3
+  profile fa2_fwd_hd256 flash_fwd_kernel 1 1 python3 "$work/fa2_fwd.py" 256 2 8192
+fi
 
 if want kvc; then
   site=${PROFILE_SITE:-/tmp/flashattn-prof-site}; t=$(date +%s)
