@@ -62,6 +62,47 @@ TEST(BwdPlan, VarlenKeepsEachSequenceInItsRowsAndSkipsEmptyOnes) {
     check_layout(p, starts, lengths);
 }
 
+// The query tiles a key tile visits: every one starts inside the sequence (so its rows stay in the sequence's rows
+// and padding), and together they hold every row that sees a key of the tile. Key tiles past seqlen_k (seqused_k)
+// and windows that leave a key tile unseen visit none.
+TEST(BwdPlan, QueryBlocksStartInsideTheSequenceAndCoverEveryRowThatSeesTheKeys) {
+    struct Shape {
+        int64_t seqlen_q, seqlen_k, k_rows;  // k_rows > seqlen_k: key tiles past seqused_k
+        int32_t window_left, window_right;
+    };
+    const Shape shapes[] = {
+        {100, 99, 1000, -1, 0},   // causal, seqused_k 99 of 1000 keys
+        {100, 99, 1000, -1, -1},  // no mask
+        {17, 113, 300, 8, 0},     // sliding window, causal
+        {113, 17, 200, 3, 5},     // local window, seqlen_q > seqlen_k
+        {1, 1000, 1000, -1, 0},   // one query row
+        {1000, 1000, 1000, 0, 0}, // the diagonal alone
+        {513, 640, 700, 200, -1},
+    };
+    for (const Shape& sh : shapes)
+        for (int block_m : {64, 128})
+            for (int block_n : {64, 128})
+                for (int64_t n0 = 0; n0 < sh.k_rows; n0 += block_n) {
+                    const QueryBlocks blocks = query_blocks_for_keys(n0, block_n, block_m, sh.seqlen_q, sh.seqlen_k,
+                                                                     sh.window_left, sh.window_right);
+                    ASSERT_LE(blocks.begin, blocks.end);
+                    if (blocks.end > blocks.begin) {
+                        EXPECT_GE(blocks.begin, 0);
+                        EXPECT_LT(int64_t(blocks.end - 1) * block_m, sh.seqlen_q)
+                            << "n0 " << n0 << " seqlen_q " << sh.seqlen_q << " seqlen_k " << sh.seqlen_k;
+                    }
+                    for (int64_t row = 0; row < sh.seqlen_q; ++row) {
+                        const KeyRange keys = visible_keys(row, sh.seqlen_q, sh.seqlen_k, sh.window_left,
+                                                           sh.window_right);
+                        const bool sees = keys.begin < keys.end && keys.begin < n0 + block_n && keys.end > n0;
+                        if (sees) {
+                            EXPECT_GE(row, int64_t(blocks.begin) * block_m) << "n0 " << n0 << " row " << row;
+                            EXPECT_LT(row, int64_t(blocks.end) * block_m) << "n0 " << n0 << " row " << row;
+                        }
+                    }
+                }
+}
+
 // The column order within a group: a permutation, and lane t's four floats (columns 2t, 2t + 1, 8 + 2t, 9 + 2t of its
 // two n8 tiles) are positions 4t ... 4t + 3.
 TEST(BwdPlan, AccumColumnGroupIsAPermutationWithEachLanesFloatsTogether) {

@@ -114,6 +114,9 @@ std::vector<AttnCase> varlen_cases() {
          .window_left = 32, .window_right = 8, .dropout_p = 0.1f},
         {.dtype = kBF16, .head_dim = 64, .seqlens_q = kUsedQ, .seqlens_k = kUsedK, .seqused_k = kUsedUsed,
          .softcap = 5.0f, .alibi = Alibi::per_batch_head},
+        // causal with seqused_k: key tiles past the used keys are seen by no row and must visit no query tile
+        {.dtype = kF16, .head_dim = 64, .seqlens_q = kUsedQ, .seqlens_k = kUsedK, .seqused_k = kUsedUsed,
+         .causal = true},
         {.dtype = kF16, .nheads = 4, .nheads_k = 2, .head_dim = 64, .seqlens_q = kLongQ, .seqlens_k = kLongK,
          .causal = true},
         {.dtype = kBF16, .head_dim = 256, .seqlens_q = kRaggedQ, .seqlens_k = kRaggedK, .alibi = Alibi::per_head,

@@ -79,7 +79,8 @@ __device__ __forceinline__ void store_rows(RowPtr row_ptr, const Elem* smem, int
 
 // Start an asynchronous copy of rows [0, kRows) of a tile from global memory into shared memory `smem`.
 // Row r comes from gmem + r * row_stride; rows >= valid_rows and columns >= valid_cols (a multiple of 8) are
-// zero-filled, so padded rows and head dims contribute nothing to any product.
+// zero-filled, so padded rows and head dims contribute nothing to any product. A zero-filled chunk reads nothing, so
+// gmem need not point inside the tensor when valid_rows <= 0 (a part of a tile past the end of a sequence).
 template <int kRows, int kHeadDim, int kThreads, typename Row = SmemRow<kHeadDim>, typename Elem>
 __device__ __forceinline__ void load_tile_async(Elem* smem, const Elem* gmem, int64_t row_stride, int valid_rows,
                                                 int valid_cols, int tid) {

@@ -78,6 +78,7 @@ struct BwdTraits {
     // Q and dO rows: swizzled where the head dim allows (tile_io.cuh), since they are copied every step.
     using QRow = std::conditional_t<kHeadDim == 192, SmemSwizzledRow<kHeadDim>, SmemRow<kHeadDim>>;
     static constexpr int kQStride = QRow::kStride;
+    static_assert(kCopyPartRows % QRow::kRowPeriod == 0, "a part of a swizzled tile starts on a whole swizzle period");
     static constexpr int kPStride = kBlockM + kRowPadElems;  // P^T / dS^T rows: odd number of 16-byte chunks
     // Shared memory: K, V, P^T, dS^T, then `stages` copies of (Q, dO) and of (LSE, D). Two stages let query tile
     // i + 1 load during tile i; a GPU with too little shared memory for two runs with one.
@@ -172,11 +173,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
 #pragma unroll
                 for (int i = 0; i < 4; ++i) acc_dk[mt][dt][i] = acc_dv[mt][dt][i] = 0.f;
 
-        const KeyRange rows = rows_seeing_keys(n0, n0 + T::kBlockN, seq.seqlen_q, seq.seqlen_k, p.window_left,
-                                               p.window_right);
-        const int m_block_begin = static_cast<int>(rows.begin / T::kBlockM);
-        const int m_block_end = static_cast<int>((rows.end + T::kBlockM - 1) / T::kBlockM);
-        const int steps_per_head = m_block_end > m_block_begin ? m_block_end - m_block_begin : 0;
+        const QueryBlocks blocks = query_blocks_for_keys(n0, T::kBlockN, T::kBlockM, seq.seqlen_q, seq.seqlen_k,
+                                                         p.window_left, p.window_right);
+        const int m_block_begin = blocks.begin, m_block_end = blocks.end;
+        const int steps_per_head = m_block_end - m_block_begin;
         const int steps = steps_per_head * heads_per_group;
 
         // The query tiles that see every key of this key tile, so need no mask: m0 in [mask_free_m0_lo,

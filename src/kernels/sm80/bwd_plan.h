@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/host_device.h"
+#include "common/mask.h"
 #include "common/params.h"
 
 namespace flashattn::kernels {
@@ -41,6 +42,20 @@ FLASHATTN_HD constexpr int accum_col_in_group(int w) { return 4 * (w % 8 / 2) + 
 // The accumulator row of sequence b's first query row, q_row0 (cu_seqlens_q[b] for varlen, else unused).
 FLASHATTN_HD int64_t accum_row0(const AttnParams& p, int64_t b, int64_t q_row0) {
     return p.is_varlen ? q_row0 + b * kDqAccumPadRows : b * (int64_t(p.seqlen_q) + kDqAccumPadRows);
+}
+
+// The query tiles (m-blocks of block_m rows) that the backward visits for key tile [n0, n0 + block_n) of a sequence:
+// [begin, end), none when no row sees a key of it. An empty row range can start anywhere, past seqlen_q too (key tiles
+// past seqused_k, with a causal or right window), and rounding it up to whole blocks would visit a block of rows
+// beyond the sequence and its padding.
+struct QueryBlocks {
+    int begin = 0, end = 0;
+};
+FLASHATTN_HD QueryBlocks query_blocks_for_keys(int64_t n0, int block_n, int block_m, int64_t seqlen_q, int64_t seqlen_k,
+                                               int32_t window_left, int32_t window_right) {
+    const KeyRange rows = rows_seeing_keys(n0, n0 + block_n, seqlen_q, seqlen_k, window_left, window_right);
+    if (rows.end <= rows.begin) return {};
+    return {static_cast<int>(rows.begin / block_m), static_cast<int>((rows.end + block_m - 1) / block_m)};
 }
 
 // The accumulator row of query row r (0 <= r < q_rows(p); varlen rows absolute): r plus the padding of the sequences
