@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
         // A whole query tile: its parts one after the other.
         auto load_whole_query_tile = [&](const QueryTile& t) {
 #pragma unroll
-            for (int part = 0; part < T::kBlockM / kPartRows; ++part) load_query_tile(t, part);
+            for (int part = 0; part < T::kCopyParts; ++part) load_query_tile(t, part);
         };
         QueryTile tile{hk * heads_per_group, m_block_begin, 0};
         if (steps > 0) load_whole_query_tile(tile);
