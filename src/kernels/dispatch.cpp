@@ -154,9 +154,12 @@ void run_forward(const AttnParams& p) {
     const FwdFn fn = sm80_launchers(p, "forward").fwd;
     AttnParams run = p;
     if (p.attn_probs && !p.softmax_lse) {
-        if (p.workspace_bytes < forward_workspace_bytes(p))
+        if (p.workspace_bytes < forward_workspace_bytes(p) || !p.workspace)
             throw Error(Status::invalid_argument, "workspace: attn_probs without softmax_lse needs " +
-                                                      std::to_string(forward_workspace_bytes(p)) + " bytes");
+                                                      std::to_string(forward_workspace_bytes(p)) + " bytes, got " +
+                                                      std::to_string(p.workspace_bytes) +
+                                                      (p.workspace ? "" : " at a null pointer"));
+        require_aligned_workspace(p);
         run.softmax_lse = static_cast<float*>(p.workspace);
         run.lse_batch_stride = p.is_varlen ? 0 : int64_t(p.nheads) * p.seqlen_q;
         run.lse_head_stride = p.is_varlen ? p.total_q : p.seqlen_q;

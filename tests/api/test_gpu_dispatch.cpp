@@ -119,6 +119,26 @@ TEST(ApiGpu, BackwardRefusesMisalignedWorkspace) {
     EXPECT_INVALID(backward(b), "workspace: expected a 16-byte aligned pointer, got one 4 bytes past");
 }
 
+// attn_probs without softmax_lse keeps the LSE in the workspace: a null or misaligned one is refused before any launch.
+TEST(ApiGpu, ForwardProbsRefusesNullOrMisalignedWorkspace) {
+    if (!gpu_visible()) GTEST_SKIP() << "no GPU visible";
+    DenseProblem p(DenseShape{1, 40, 40, 2, 2, 64, 64}, DType::bf16);
+    HostTensor probs(DType::f32, {1, 2, 40, 40});
+    DeviceCopy q(p.q), k(p.k), v(p.v), out(p.out), pr(probs);
+    ForwardArgs f;
+    f.q = on_device(q, p.q), f.k = on_device(k, p.k), f.v = on_device(v, p.v), f.out = on_device(out, p.out);
+    f.attn_probs = on_device(pr, probs);
+    const size_t bytes = workspace_size(f);
+    EXPECT_GT(bytes, 0u);
+    f.ctx.workspace = nullptr;
+    f.ctx.workspace_bytes = bytes;
+    EXPECT_INVALID(forward(f), "workspace: attn_probs without softmax_lse needs", "at a null pointer");
+    constexpr size_t kMisalignment = 4;  // float-aligned, not 16-byte aligned
+    DeviceCopy workspace(bytes + 16);
+    f.ctx.workspace = static_cast<unsigned char*>(workspace.get()) + kMisalignment;
+    EXPECT_INVALID(forward(f), "workspace: expected a 16-byte aligned pointer, got one 4 bytes past");
+}
+
 TEST(ApiGpu, BackwardWithoutQueriesZeroesKeyGradients) {
     if (!gpu_visible()) GTEST_SKIP() << "no GPU visible";
     DenseProblem p(DenseShape{2, 0, 5, 2, 2, 16, 16}, DType::f16);

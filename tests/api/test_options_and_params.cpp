@@ -152,6 +152,28 @@ TEST(ApiParams, WindowLeftBeyondKeysIsUnbounded) {
     EXPECT_EQ(params.window_left, 6);
 }
 
+TEST(ApiParams, WindowRightBeyondKeysIsUnbounded) {
+    DenseProblem p;  // seqlen_q 5, seqlen_k 7: row 0 sees up to key 2 + window_right
+    AttentionOptions o;
+    o.window_right = 5;
+    EXPECT_EQ(params_of(with_options(p, o)).window_right, -1);
+    o.window_right = 2147483647;  // near INT32_MAX: the kernels add it to a position shift in 32 bits
+    EXPECT_EQ(params_of(with_options(p, o)).window_right, -1);
+    o.window_right = 4;
+    EXPECT_EQ(params_of(with_options(p, o)).window_right, 4);
+}
+
+// Windows wider than the sequences give what no window gives (the CPU path, exactly).
+TEST(ApiParams, WideWindowsMatchNoWindow) {
+    DenseProblem wide, none;
+    AttentionOptions o;
+    o.window_left = 2147483647;
+    o.window_right = 2147483647;
+    forward(with_options(wide, o));
+    forward(none.forward_args());
+    for (int64_t i = 0; i < wide.out.numel(); ++i) ASSERT_EQ(wide.out.get(i), none.out.get(i)) << i;
+}
+
 TEST(ApiParams, DropoutThresholdAndScale) {
     DenseProblem p;
     AttentionOptions o;
