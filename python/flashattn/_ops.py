@@ -396,7 +396,9 @@ def _eager(*tensors) -> bool:
         return False
     if _functorch_active is None or _functorch_active():
         return False
-    return all(t is None or type(t) in _PLAIN_TENSOR_TYPES for t in tensors)
+    # Meta tensors (shape probing, meta-device model init) take the operators: their fake functions handle them, and
+    # DLPack cannot export them.
+    return all(t is None or (type(t) in _PLAIN_TENSOR_TYPES and t.device.type in ("cpu", "cuda")) for t in tensors)
 
 
 def _needs_grad(*tensors) -> bool:

@@ -50,7 +50,7 @@ AttnParams base_params(OpKind op, const AttnDims& d, const AttentionOptions& o, 
     p.scale_log2 = p.scale * kLog2e;
     p.softcap = o.softcap;
     p.causal = o.causal;
-    const Window w = normalized_window(o, d.seqlen_q, d.seqlen_k);
+    const Window w = normalized_window(o, d.seqlen_k);
     p.window_left = w.left;
     p.window_right = w.right;
     if (o.alibi_slopes.present()) {

@@ -210,7 +210,7 @@ AttnDims validate(const KvCacheArgs& a) {
 
     check_options(a.options, d, /*allow_dropout=*/false);
     check_scalar_cache_seqlen(d, a);
-    const bool q_per_row = normalized_window(a.options, d.seqlen_q, d.seqlen_k).bounded();
+    const bool q_per_row = normalized_window(a.options, d.seqlen_k).bounded();
     if (d.where.on_cpu()) {
         check_host_cache_index(d, a, q_per_row);
     } else if (d.rotary_dim > 0) {

@@ -13,15 +13,15 @@ struct Window {
     bool bounded() const { return left >= 0 || right >= 0; }
 };
 
-// causal sets window_right = 0 (also over a larger window_right, as FlashAttention does); a left window reaching
-// past the first key of every row (window_left >= seqlen_k) is unbounded, exactly, and so is a right window reaching
-// past the last key of every row: row 0 sees up to key seqlen_k - seqlen_q + window_right, the last one when
-// window_right >= seqlen_q. Beyond keeping the meaning, this keeps the kernels' window arithmetic (position shift plus
-// window, in 32 bits) from overflowing for windows near INT32_MAX. seqlen_q and seqlen_k are the largest of a batch.
-inline Window normalized_window(const AttentionOptions& o, int64_t seqlen_q, int64_t seqlen_k) {
-    Window w{o.window_left, o.causal ? 0 : o.window_right};
-    if (w.left >= seqlen_k) w.left = -1;
-    if (w.right >= seqlen_q) w.right = -1;
+// FlashAttention's rule: a window of seqlen_k or more on either side is unbounded; then causal sets window_right = 0
+// (also over a larger window_right). For the left side that is exact (every row's window already starts before key
+// 0); for the right side it is exact when seqlen_q <= seqlen_k + 1, and otherwise FlashAttention's definition, which
+// users of it expect (the kv-cache path also rotates the queries per row only when the window stays bounded).
+// It also keeps the kernels' 32-bit window arithmetic (position shift plus window) from overflowing for windows near
+// INT32_MAX. seqlen_k is the largest of a batch (the cache's capacity for the kv-cache path).
+inline Window normalized_window(const AttentionOptions& o, int64_t seqlen_k) {
+    Window w{o.window_left >= seqlen_k ? -1 : o.window_left, o.window_right >= seqlen_k ? -1 : o.window_right};
+    if (o.causal) w.right = 0;
     return w;
 }
 

@@ -152,15 +152,19 @@ TEST(ApiParams, WindowLeftBeyondKeysIsUnbounded) {
     EXPECT_EQ(params.window_left, 6);
 }
 
-TEST(ApiParams, WindowRightBeyondKeysIsUnbounded) {
-    DenseProblem p;  // seqlen_q 5, seqlen_k 7: row 0 sees up to key 2 + window_right
+// FlashAttention's rule, as for the left side.
+TEST(ApiParams, WindowRightOfSeqlenKOrMoreIsUnbounded) {
+    DenseProblem p;  // seqlen_q 5, seqlen_k 7
     AttentionOptions o;
-    o.window_right = 5;
+    o.window_right = 7;
     EXPECT_EQ(params_of(with_options(p, o)).window_right, -1);
     o.window_right = 2147483647;  // near INT32_MAX: the kernels add it to a position shift in 32 bits
     EXPECT_EQ(params_of(with_options(p, o)).window_right, -1);
-    o.window_right = 4;
-    EXPECT_EQ(params_of(with_options(p, o)).window_right, 4);
+    o.window_right = 6;
+    EXPECT_EQ(params_of(with_options(p, o)).window_right, 6);
+    o.causal = true;  // causal still sets it to 0
+    o.window_right = 100;
+    EXPECT_EQ(params_of(with_options(p, o)).window_right, 0);
 }
 
 // Windows wider than the sequences give what no window gives (the CPU path, exactly).

@@ -190,3 +190,12 @@ def test_traced_calls_take_the_operators():
         assert not _ops._eager(q, k, v)
         out = flash_attn_func(q, k, v)
     assert out.shape == (2, 9, 4, 16)
+
+
+def test_meta_tensors_take_the_operators():
+    # Meta tensors (shape probing, meta-device initialisation) cannot go through DLPack: the operators' fakes run.
+    q, k, v = (torch.empty(2, 9, 4, 16, device="meta"), torch.empty(2, 13, 2, 16, device="meta"),
+               torch.empty(2, 13, 2, 16, device="meta"))
+    assert not _ops._eager(q, k, v)
+    out = flash_attn_func(q, k, v)
+    assert out.shape == (2, 9, 4, 16) and out.device.type == "meta"
