@@ -5,9 +5,10 @@ The operators allocate their outputs and scratch memory through torch (so the ca
 pools are used), take the stream torch is using, and hand tensors to the C++ API through DLPack. Tensors on the
 CPU run the exact reference implementation.
 
-Dropout: each forward draws a 64-bit seed from torch's default generator (so torch.manual_seed reproduces it) and
-returns it, with the Philox offset, as `rng_state`, a CPU int64 tensor of two elements; the backward regenerates
-the same mask from it. Under CUDA graph capture the seed drawn at capture time is baked into the graph, so every
+Dropout: each forward call draws a 64-bit seed from torch's default generator (so torch.manual_seed reproduces it)
+before calling the operator, which takes it as an input (draw_seed: traced by torch.compile, so a checkpointed
+recomputation replays it) and returns it, with the Philox offset, as `rng_state`, a CPU int64 tensor of two
+elements; the backward regenerates the same mask from it. Under CUDA graph capture the seed drawn at capture time is baked into the graph, so every
 replay applies the same dropout mask.
 
 Two routes to the same implementations. Eager calls on plain tensors (no torch.compile tracing, no dispatch mode,
@@ -59,9 +60,18 @@ def _last_dim_contiguous(t: Tensor) -> Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-def _draw_rng_state(dropout_p: float) -> Tensor:
-    seed = int(torch.randint(0, _SEED_BOUND, (), dtype=torch.int64)) if dropout_p > 0.0 else 0
-    return torch.tensor([seed, 0], dtype=torch.int64)
+def draw_seed(dropout_p: float) -> Tensor:
+    """The dropout seed of one forward call, drawn by the caller of the operator (a CPU int64 scalar; 0 without
+    dropout). Drawn outside the operator so that torch.compile traces the draw: a recomputation (activation
+    checkpointing) replays the same seed and the backward sees the forward's mask, and two dropout calls are never
+    merged into one."""
+    if dropout_p > 0.0:
+        return torch.randint(0, _SEED_BOUND, (), dtype=torch.int64)
+    return torch.zeros((), dtype=torch.int64)  # made per call, so that under a fake-tensor mode it is fake too
+
+
+def _rng_state_of(rng_seed: Tensor, dropout_p: float) -> Tensor:
+    return torch.tensor([int(rng_seed) if dropout_p > 0.0 else 0, 0], dtype=torch.int64)
 
 
 def _rng_state_like() -> Tensor:
@@ -112,11 +122,13 @@ def _fwd_impl(
     alibi_slopes: Optional[Tensor],
     deterministic: bool,
     return_probs: bool,
+    rng_seed: Tensor,
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """Returns (out, softmax_lse, attn_probs, rng_state); attn_probs is empty unless return_probs.
-    `deterministic` is the backward's option, carried here so that autograd can pass it on."""
+    `deterministic` is the backward's option, carried here so that autograd can pass it on; rng_seed comes from
+    draw_seed."""
     out, lse, probs = _dense_outputs(q, k, v, return_probs)
-    rng_state = _draw_rng_state(dropout_p)
+    rng_state = _rng_state_of(rng_seed, dropout_p)
     seed, offset = _seed_offset(rng_state, dropout_p)
     _C.forward(_d(q), _d(k), _d(v), _d(out), _d(lse), _d(probs) if return_probs else None, softmax_scale, causal,
                window_left, window_right, softcap, _d(alibi_slopes), dropout_p, seed, offset, _stream_of(q),
@@ -129,7 +141,7 @@ fwd = torch.library.custom_op("flashattn::fwd", mutates_args=())(_fwd_impl)
 
 @fwd.register_fake
 def _(q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic,
-      return_probs):
+      return_probs, rng_seed):
     return (*_dense_outputs(q, k, v, return_probs), _rng_state_like())
 
 
@@ -169,7 +181,7 @@ def _(dout, q, k, v, out, softmax_lse, dropout_p, softmax_scale, causal, window_
 
 
 def _fwd_setup_context(ctx, inputs, output):
-    q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic, _ = inputs
+    q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic = inputs[:11]
     out, lse, _, rng_state = output
     ctx.save_for_backward(q, k, v, out, lse, rng_state, alibi_slopes)
     ctx.options = (dropout_p, softmax_scale, causal, window_left, window_right, softcap)
@@ -181,7 +193,7 @@ def _fwd_gradients(ctx, dout, backward):
     dropout_p, softmax_scale, causal, window_left, window_right, softcap = ctx.options
     dq, dk, dv = backward(dout, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left, window_right,
                           softcap, alibi_slopes, ctx.deterministic, rng_state)
-    return (dq, dk, dv) + (None,) * 9
+    return (dq, dk, dv) + (None,) * 10
 
 
 def _fwd_backward(ctx, dout, dlse, dprobs, drng_state):
@@ -215,10 +227,11 @@ def _varlen_fwd_impl(
     alibi_slopes: Optional[Tensor],
     deterministic: bool,
     return_probs: bool,
+    rng_seed: Tensor,
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """Returns (out, softmax_lse (nheads, total_q), attn_probs, rng_state)."""
     out, lse, probs = _varlen_outputs(q, v, cu_seqlens_q, max_seqlen_q, max_seqlen_k, return_probs)
-    rng_state = _draw_rng_state(dropout_p)
+    rng_state = _rng_state_of(rng_seed, dropout_p)
     seed, offset = _seed_offset(rng_state, dropout_p)
     _C.varlen_forward(_d(q), _d(k), _d(v), _d(cu_seqlens_q), _d(cu_seqlens_k), _d(seqused_k), max_seqlen_q,
                       max_seqlen_k, _d(out), _d(lse), _d(probs) if return_probs else None, softmax_scale, causal,
@@ -232,7 +245,7 @@ varlen_fwd = torch.library.custom_op("flashattn::varlen_fwd", mutates_args=())(_
 
 @varlen_fwd.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
-      window_left, window_right, softcap, alibi_slopes, deterministic, return_probs):
+      window_left, window_right, softcap, alibi_slopes, deterministic, return_probs, rng_seed):
     return (*_varlen_outputs(q, v, cu_seqlens_q, max_seqlen_q, max_seqlen_k, return_probs), _rng_state_like())
 
 
@@ -278,7 +291,7 @@ def _(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, seqused_k, ma
 
 def _varlen_fwd_setup_context(ctx, inputs, output):
     (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
-     window_left, window_right, softcap, alibi_slopes, deterministic, _) = inputs
+     window_left, window_right, softcap, alibi_slopes, deterministic) = inputs[:16]
     out, lse, _, rng_state = output
     ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, rng_state, alibi_slopes)
     ctx.options = (max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal, window_left, window_right, softcap)
@@ -291,7 +304,7 @@ def _varlen_fwd_gradients(ctx, dout, backward):
     dq, dk, dv = backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
                           max_seqlen_k, dropout_p, softmax_scale, causal, window_left, window_right, softcap,
                           alibi_slopes, ctx.deterministic, rng_state)
-    return (dq, dk, dv) + (None,) * 14
+    return (dq, dk, dv) + (None,) * 15
 
 
 def _varlen_fwd_backward(ctx, dout, dlse, dprobs, drng_state):
@@ -445,7 +458,7 @@ def call_fwd(q, k, v, dropout_p, softmax_scale, causal, window_left, window_righ
              deterministic, return_probs):
     """fwd, by the eager route where it applies."""
     args = (q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
-            deterministic, return_probs)
+            deterministic, return_probs, draw_seed(dropout_p))
     return _route(fwd, _fwd_impl, _FwdFunction, args, (q, k, v, alibi_slopes), (q, k, v))
 
 
@@ -454,7 +467,7 @@ def call_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q
                     return_probs):
     """varlen_fwd, by the eager route where it applies."""
     args = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
-            causal, window_left, window_right, softcap, alibi_slopes, deterministic, return_probs)
+            causal, window_left, window_right, softcap, alibi_slopes, deterministic, return_probs, draw_seed(dropout_p))
     return _route(varlen_fwd, _varlen_fwd_impl, _VarlenFwdFunction, args,
                   (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, alibi_slopes), (q, k, v))
 
