@@ -8,8 +8,8 @@ CPU run the exact reference implementation.
 Dropout: each forward call draws a 64-bit seed from torch's default generator (so torch.manual_seed reproduces it)
 before calling the operator, which takes it as an input (draw_seed: traced by torch.compile, so a checkpointed
 recomputation replays it) and returns it, with the Philox offset, as `rng_state`, a CPU int64 tensor of two
-elements; the backward regenerates the same mask from it. Under CUDA graph capture the seed drawn at capture time is baked into the graph, so every
-replay applies the same dropout mask.
+elements; the backward regenerates the same mask from it. Under CUDA graph capture the seed drawn at capture time
+is baked into the graph, so every replay applies the same dropout mask.
 
 Two routes to the same implementations. Eager calls on plain tensors (no torch.compile tracing, no dispatch mode,
 no functorch transform) skip torch's operator dispatch: the implementation is called directly, under a
@@ -181,7 +181,8 @@ def _(dout, q, k, v, out, softmax_lse, dropout_p, softmax_scale, causal, window_
 
 
 def _fwd_setup_context(ctx, inputs, output):
-    q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, deterministic = inputs[:11]
+    (q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+     deterministic) = inputs[:11]
     out, lse, _, rng_state = output
     ctx.save_for_backward(q, k, v, out, lse, rng_state, alibi_slopes)
     ctx.options = (dropout_p, softmax_scale, causal, window_left, window_right, softcap)

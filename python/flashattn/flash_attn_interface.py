@@ -253,7 +253,8 @@ def flash_attn_with_kvcache(
     or paged (num_blocks, page_size, nheads_k, headdim) with block_table (batch, max_blocks_per_seq) int32; any
     page_size that is a multiple of 16. k, v (batch, seqlen_new, nheads_k, headdim). rotary_cos, rotary_sin
     (seqlen_ro, rotary_dim / 2): k rotates at positions cache_seqlens + j, q at cache_seqlens + i when causal or
-    windowed (a window narrower than the cache on either side), else at cache_seqlens. cache_seqlens: an int or int32 (batch,) tensor, the keys already cached.
+    windowed (a window narrower than the cache on either side), else at cache_seqlens. cache_seqlens: an int or int32
+    (batch,) tensor, the keys already cached.
     cache_batch_idx: int32 (batch,), the cache entry of each sequence (dense caches). cache_leftpad: int32 (batch,),
     the first valid cache position. num_splits: 0 lets flashattn choose how to split long caches.
     headdim must be a multiple of 8 here (the cache is written in place, so it is not padded as the other functions
