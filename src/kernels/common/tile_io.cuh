@@ -38,6 +38,23 @@ struct SmemSwizzledRow {
     static __device__ __forceinline__ int offset(int row, int col, int row8) {
         return row * kStride + ((col / kChunkElems) ^ row8) * kChunkElems;
     }
+    // The ldmatrix addresses of a tile in this layout without per-use index arithmetic. A lane reads row
+    // row0 + lane_row, columns col0 + lane_col: row0 a multiple of 8 and col0 of 16, both known at compile time in an
+    // unrolled loop; lane_col is 0 or 8. lane_addr() is the byte address at row0 = col0 = 0; chunk_addr() moves it.
+    // The tile starts on a 128-byte boundary (dynamic shared memory is 1024-byte aligned and every tile is a
+    // multiple of 128 bytes), so bits 4-6 of an address are the chunk's position in its group of 8, and the even
+    // chunk offset of col0 within its group flips them by one XOR (lane_col's chunk is the low bit): one LOP3 with
+    // an immediate and an immediate offset per use, rather than a register per column group held through the loop.
+    // The XOR is an asm statement so that the compiler neither hoists nor shares it across the loop.
+    static __device__ __forceinline__ uint32_t lane_addr(uint32_t tile, int lane_row, int lane_col) {
+        return tile + lane_row * kStride * 2 + (((lane_col / kChunkElems) ^ (lane_row % 8)) * 16);
+    }
+    static __device__ __forceinline__ uint32_t chunk_addr(uint32_t lane_addr, int row0, int col0) {
+        uint32_t a = lane_addr;
+        const uint32_t flip = ((col0 / kChunkElems) % 8) * 16;
+        if (flip != 0) asm volatile("xor.b32 %0, %0, %1;" : "+r"(a) : "r"(flip));
+        return a + (row0 * kStride + (col0 / 64) * 64) * 2;
+    }
 };
 
 // A tile whose rows are not evenly spaced in global memory (gathered query heads, paged caches):
@@ -61,10 +78,9 @@ __device__ __forceinline__ void load_rows_async(Elem* smem, RowPtr row_ptr, cons
 
 // Rows [0, valid_rows) and columns [0, valid_cols) of a shared-memory tile to scattered rows of global memory, 16
 // bytes at a time: row r goes to row_ptr(r), called only for r < valid_rows.
-template <int kRows, int kHeadDim, int kThreads, typename Elem, typename RowPtr>
+template <int kRows, int kHeadDim, int kThreads, typename Row = SmemRow<kHeadDim>, typename Elem, typename RowPtr>
 __device__ __forceinline__ void store_rows(RowPtr row_ptr, const Elem* smem, int valid_rows, int valid_cols,
                                            int tid) {
-    using Row = SmemRow<kHeadDim>;
     constexpr int kTotal = kRows * Row::kChunks;
 #pragma unroll
     for (int i = 0; i < (kTotal + kThreads - 1) / kThreads; ++i) {
@@ -73,7 +89,7 @@ __device__ __forceinline__ void store_rows(RowPtr row_ptr, const Elem* smem, int
         const int r = chunk / Row::kChunks;
         const int c = (chunk % Row::kChunks) * kChunkElems;
         if (r < valid_rows && c < valid_cols)
-            ptx::st_global_16(row_ptr(r) + c, ptx::ld_shared_16(ptx::smem_addr(smem + r * Row::kStride + c)));
+            ptx::st_global_16(row_ptr(r) + c, ptx::ld_shared_16(ptx::smem_addr(smem + Row::offset(r, c, r % 8))));
     }
 }
 
@@ -84,12 +100,12 @@ __device__ __forceinline__ void store_rows(RowPtr row_ptr, const Elem* smem, int
 template <int kRows, int kHeadDim, int kThreads, typename Row = SmemRow<kHeadDim>, typename Elem>
 __device__ __forceinline__ void load_tile_async(Elem* smem, const Elem* gmem, int64_t row_stride, int valid_rows,
                                                 int valid_cols, int tid) {
-    if constexpr (kThreads % Row::kChunks == 0) {
+    if constexpr (kThreads % Row::kChunks == 0 && (kThreads / Row::kChunks) % Row::kRowPeriod == 0) {
         // Each thread copies the same column chunk of rows r0, r0 + kRowsPerPass, ...: one running pointer per
-        // thread instead of one per chunk keeps the address arithmetic out of the register budget.
+        // thread instead of one per chunk keeps the address arithmetic out of the register budget. (The chunk's
+        // position must repeat from pass to pass, which a swizzled layout allows only for passes of 8 rows or more.)
         constexpr int kRowsPerPass = kThreads / Row::kChunks;
         static_assert(kRows % kRowsPerPass == 0, "tile rows must divide evenly among passes");
-        static_assert(kRowsPerPass % Row::kRowPeriod == 0, "every pass puts the thread's chunk at the same position");
         const int r0 = tid / Row::kChunks;
         const int c = (tid % Row::kChunks) * kChunkElems;
         const bool col_valid = c < valid_cols;
@@ -103,7 +119,8 @@ __device__ __forceinline__ void load_tile_async(Elem* smem, const Elem* gmem, in
             dst += kRowsPerPass * Row::kStride * sizeof(Elem);
         }
     } else {
-        // Rows of a chunk count that does not divide the block (head dims 96, 192): chunk by chunk.
+        // Rows of a chunk count that does not divide the block (head dims 96, 192), or swizzled rows that a pass
+        // covers fewer than 8 of: chunk by chunk.
         load_rows_async<kRows, kHeadDim, kThreads, Row>(
             smem, [&](int r) { return gmem + r * row_stride; }, gmem, valid_rows, valid_cols, tid);
     }
@@ -141,11 +158,11 @@ __device__ __forceinline__ void load_full_tile_async(Elem* smem, const Elem* gme
 }
 
 // Copy rows [0, valid_rows) and columns [0, valid_cols) of a shared-memory tile to global memory, 16 bytes at a time.
-template <int kRows, int kHeadDim, int kThreads, typename Elem>
+template <int kRows, int kHeadDim, int kThreads, typename Row = SmemRow<kHeadDim>, typename Elem>
 __device__ __forceinline__ void store_tile(Elem* gmem, const Elem* smem, int64_t row_stride, int valid_rows,
                                            int valid_cols, int tid) {
-    store_rows<kRows, kHeadDim, kThreads>([&](int r) { return gmem + r * row_stride; }, smem, valid_rows, valid_cols,
-                                          tid);
+    store_rows<kRows, kHeadDim, kThreads, Row>([&](int r) { return gmem + r * row_stride; }, smem, valid_rows,
+                                               valid_cols, tid);
 }
 
 }  // namespace flashattn::kernels

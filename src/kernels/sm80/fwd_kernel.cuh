@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/mask.h"
 #include "common/numeric.h"
@@ -28,7 +29,8 @@
 
 namespace flashattn::kernels {
 
-template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kQInRegs_>
+template <typename Elem_, int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, bool kQInRegs_,
+          bool kSwizzled_ = false>
 struct FwdTraits {
     using Elem = Elem_;
     static constexpr int kHeadDim = kHeadDim_;  // compiled bucket: q/k/v head dims up to this are zero-padded
@@ -44,7 +46,11 @@ struct FwdTraits {
     static constexpr int kDTiles = kHeadDim / 8;       // n8 tiles of O
     static constexpr int kQkSteps = kHeadDim / 16;     // k16 steps of Q K^T
     static constexpr int kPvSteps = kBlockN / 16;      // k16 steps of P V
-    static constexpr int kStride = SmemRow<kHeadDim>::kStride;
+    // The shared-memory layout of the Q, K, V (and O) tiles: rows padded by 16 bytes, or unpadded with their chunks
+    // swizzled (tile_io.cuh), which lets a warp's copy of 128-byte row pieces write whole shared-memory lines.
+    static constexpr bool kSwizzled = kSwizzled_;
+    using Row = std::conditional_t<kSwizzled, SmemSwizzledRow<kHeadDim>, SmemRow<kHeadDim>>;
+    static constexpr int kStride = Row::kStride;
     static constexpr int kSmemElems = (kBlockM + 2 * kBlockN) * kStride;  // Q, K, V (one buffer each)
     static constexpr int kSmemBytes = kSmemElems * 2;
     static_assert(kRowsPerWarp % 16 == 0, "each warp owns whole m16 tiles");
@@ -60,14 +66,22 @@ struct FwdTraits {
 // bench/NOTES.md), where at 64 and 128 it is 2-13% faster.
 template <class T>
 struct FullTileCopy {
-    static constexpr int kChunks = SmemRow<T::kHeadDim>::kChunks;
+    using Row = typename T::Row;
+    static constexpr int kChunks = Row::kChunks;
     static constexpr bool kEnabled = kChunks % 8 == 0 && T::kThreads % 8 == 0 && T::kBlockN % (T::kThreads / 8) == 0 &&
-                                     T::kHeadDim <= 128;
+                                     (T::kHeadDim <= 128 || T::kSwizzled);
     static constexpr int kRowsPerPass = T::kThreads / 8;
     static constexpr int kPasses = T::kBlockN / kRowsPerPass;
     static constexpr int kColSteps = kChunks / 8;
+    // In the swizzled layout chunk c + 8j of a row sits 8j chunks after chunk c (the swizzle permutes within groups
+    // of 8), and rows kRowsPerPass apart share their permutation: the immediate offsets hold there too.
+    static_assert(!kEnabled || kRowsPerPass % Row::kRowPeriod == 0, "passes keep the thread's chunk position");
     __device__ static __forceinline__ int row(int tid) { return tid / 8; }
     __device__ static __forceinline__ int col(int tid) { return (tid % 8) * kChunkElems; }
+    // This thread's first chunk in a shared-memory tile.
+    __device__ static __forceinline__ uint32_t dst(const typename T::Elem* tile, int tid) {
+        return ptx::smem_addr(tile + Row::offset(row(tid), col(tid), row(tid) % 8));
+    }
     __device__ static __forceinline__ void copy(uint32_t dst, const typename T::Elem* src, int64_t row_stride) {
 #pragma unroll
         for (int i = 0; i < kPasses; ++i) {
@@ -157,13 +171,13 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
     const int64_t v_tile_stride = int64_t(T::kBlockN) * p.v_row_stride;
     const Elem* k_next = k + (int64_t(n_tile_begin) * T::kBlockN + Copy::row(tid)) * p.k_row_stride + Copy::col(tid);
     const Elem* v_next = v + (int64_t(n_tile_begin) * T::kBlockN + Copy::row(tid)) * p.v_row_stride + Copy::col(tid);
-    const uint32_t k_dst = ptx::smem_addr(sK + Copy::row(tid) * T::kStride + Copy::col(tid));
-    const uint32_t v_dst = ptx::smem_addr(sV + Copy::row(tid) * T::kStride + Copy::col(tid));
+    const uint32_t k_dst = Copy::dst(sK, tid);
+    const uint32_t v_dst = Copy::dst(sV, tid);
     auto load_k = [&](int n_tile) {
         if (Copy::kEnabled && n_tile < k_full_end)
             Copy::copy(k_dst, k_next, p.k_row_stride);
         else
-            load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(
+            load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads, typename T::Row>(
                 sK, k + int64_t(n_tile) * T::kBlockN * p.k_row_stride, p.k_row_stride,
                 seq.seqlen_k - n_tile * T::kBlockN, p.head_dim, tid);
         k_next += k_tile_stride;
@@ -172,21 +186,24 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
         if (Copy::kEnabled && n_tile < v_full_end)
             Copy::copy(v_dst, v_next, p.v_row_stride);
         else
-            load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads>(
+            load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads, typename T::Row>(
                 sV, v + int64_t(n_tile) * T::kBlockN * p.v_row_stride, p.v_row_stride,
                 seq.seqlen_k - n_tile * T::kBlockN, p.head_dim_v, tid);
         v_next += v_tile_stride;
     };
 
-    load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads>(sQ, q, p.q_row_stride, rows, p.head_dim, tid);
+    using Row = typename T::Row;
+    load_tile_async<T::kBlockM, T::kHeadDim, T::kThreads, Row>(sQ, q, p.q_row_stride, rows, p.head_dim, tid);
     if (n_tile_begin < n_tile_end) load_k(n_tile_begin);
     ptx::cp_async_commit();
 
     // Q is read by every K tile. With kQInRegs each warp keeps its rows' A fragments in registers rather than
     // re-reading them from shared memory per tile (a third of the main loop's shared-memory reads).
+    // warp_row0 is a multiple of 16, so the lane's row keeps its residue mod 8 (the swizzle's key).
+    const int q_row = warp_row0 + lane % 16, q_col = (lane / 16) * 8;  // the lane's row and column
+    const uint32_t q_lane = ldmatrix_lane<Row>(sQ, q_row, q_col);
     auto load_q_frag = [&](uint32_t (&a)[4], int mt, int ks) {
-        ptx::ldmatrix_x4(a, ptx::smem_addr(sQ + (warp_row0 + mt * 16 + lane % 16) * T::kStride + ks * 16 +
-                                           (lane / 16) * 8));
+        ptx::ldmatrix_x4(a, ldmatrix_addr<Row>(sQ, q_lane, q_row, q_col, mt * 16, ks * 16));
     };
     uint32_t q_frag[T::kQInRegs ? T::kMTiles : 1][T::kQInRegs ? T::kQkSteps : 1][4];
     if constexpr (T::kQInRegs) {
@@ -315,13 +332,13 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
             const int row = warp_row0 + mt * 16 + group + 8 * half;
 #pragma unroll
             for (int dt = 0; dt < T::kDTiles; ++dt)
-                ptx::st_shared_32(ptx::smem_addr(sQ + row * T::kStride + dt * 8 + 2 * tig),
+                ptx::st_shared_32(ptx::smem_addr(sQ + Row::offset(row, dt * 8, group) + 2 * tig),
                                   ptx::pack2(acc_o[mt][dt][2 * half] * inv, acc_o[mt][dt][2 * half + 1] * inv, Elem()));
             if (lse && tig == 0 && row < rows)
                 lse[row] = empty ? INFINITY : row_max[mt][half] * max_to_natural + logf(sum);
         }
     __syncthreads();
-    store_tile<T::kBlockM, T::kHeadDim, T::kThreads>(out, sQ, p.out_row_stride, rows, p.head_dim_v, tid);
+    store_tile<T::kBlockM, T::kHeadDim, T::kThreads, Row>(out, sQ, p.out_row_stride, rows, p.head_dim_v, tid);
 }
 
 }  // namespace flashattn::kernels

@@ -44,7 +44,8 @@ struct KvcTraits {
     static constexpr int kDTiles = kHeadDim / 8;
     static constexpr int kQkSteps = kHeadDim / 16;
     static constexpr int kPvSteps = kWarpKeys / 16;
-    static constexpr int kStride = SmemRow<kHeadDim>::kStride;
+    using Row = SmemRow<kHeadDim>;  // the shared-memory layout of the Q, K and V tiles
+    static constexpr int kStride = Row::kStride;
     static constexpr int kKeyBuffers = 2;  // K tiles: the next one streams in while this one is used
     static constexpr int kSmemBytes = (kBlockM + (kKeyBuffers + 1) * kBlockN) * kStride * 2;  // Q, K x 2, V
     // Along keys, the warps' partial O (fp32, rows padded against bank conflicts) and (max, sum) pairs meet in the

@@ -6,7 +6,8 @@
 //                   steps: softmax_scores, then rescale_rows)
 //   accumulate_pv:  O += P V, P taken straight from the S registers (the C layout of two n8 tiles is the A layout of
 //                   one k16 step), V from a shared-memory tile
-// T provides Elem, kMTiles, kNTiles, kDTiles, kQkSteps, kPvSteps and kStride (the padded shared-memory row).
+// T provides Elem, kMTiles, kNTiles, kDTiles, kQkSteps, kPvSteps and Row (the shared-memory layout of the K and V
+// tiles: tile_io.cuh's SmemRow or SmemSwizzledRow).
 #pragma once
 
 #include <cmath>
@@ -15,6 +16,25 @@
 #include "kernels/common/ptx.cuh"
 
 namespace flashattn::kernels {
+
+// The shared-memory address a lane gives ldmatrix: row row0 + lane_row, column col0 + lane_col of a tile in layout
+// Row (row0 a multiple of 8 and col0 of 16, compile-time in the unrolled loops; lane_col 0 or 8). For the swizzled
+// layout `lane` is ldmatrix_lane()'s address of the lane's chunk at row0 = col0 = 0, computed once per product.
+template <class Row, class Elem>
+__device__ __forceinline__ uint32_t ldmatrix_lane(const Elem* tile, int lane_row, int lane_col) {
+    if constexpr (Row::kRowPeriod == 1)
+        return 0;  // unused: the padded layout's address is a plain offset
+    else
+        return Row::lane_addr(ptx::smem_addr(tile), lane_row, lane_col);
+}
+template <class Row, class Elem>
+__device__ __forceinline__ uint32_t ldmatrix_addr(const Elem* tile, uint32_t lane, int lane_row, int lane_col, int row0,
+                                                  int col0) {
+    if constexpr (Row::kRowPeriod == 1)
+        return ptx::smem_addr(tile + (row0 + lane_row) * Row::kStride + col0 + lane_col);
+    else
+        return Row::chunk_addr(lane, row0, col0);
+}
 
 template <class T>
 __device__ __forceinline__ void start_rows(float (&acc_o)[T::kMTiles][T::kDTiles][4], float (&row_max)[T::kMTiles][2],
@@ -35,6 +55,8 @@ template <class T, class LoadA>
 __device__ __forceinline__ void scores_tile(float (&acc_s)[T::kMTiles][T::kNTiles][4], const typename T::Elem* sK,
                                             int lane, LoadA load_a) {
     using Elem = typename T::Elem;
+    const int k_row = (lane / 16) * 8 + lane % 8, k_col = ((lane / 8) % 2) * 8;  // the lane's row and column
+    const uint32_t k_lane = ldmatrix_lane<typename T::Row>(sK, k_row, k_col);
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
@@ -49,8 +71,7 @@ __device__ __forceinline__ void scores_tile(float (&acc_s)[T::kMTiles][T::kNTile
 #pragma unroll
         for (int np = 0; np < T::kNTiles / 2; ++np) {
             uint32_t kb[4];
-            ptx::ldmatrix_x4(kb, ptx::smem_addr(sK + (np * 16 + (lane / 16) * 8 + lane % 8) * T::kStride + ks * 16 +
-                                                ((lane / 8) % 2) * 8));
+            ptx::ldmatrix_x4(kb, ldmatrix_addr<typename T::Row>(sK, k_lane, k_row, k_col, np * 16, ks * 16));
             const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
 #pragma unroll
             for (int mt = 0; mt < T::kMTiles; ++mt) {
@@ -125,6 +146,8 @@ __device__ __forceinline__ void accumulate_pv(float (&acc_o)[T::kMTiles][T::kDTi
                                               const float (&acc_s)[T::kMTiles][T::kNTiles][4],
                                               const typename T::Elem* sV, int lane) {
     using Elem = typename T::Elem;
+    const int v_row = ((lane / 8) % 2) * 8 + lane % 8, v_col = (lane / 16) * 8;  // the lane's row and column
+    const uint32_t v_lane = ldmatrix_lane<typename T::Row>(sV, v_row, v_col);
 #pragma unroll
     for (int ps = 0; ps < T::kPvSteps; ++ps) {
         uint32_t a[T::kMTiles][4];
@@ -138,8 +161,7 @@ __device__ __forceinline__ void accumulate_pv(float (&acc_o)[T::kMTiles][T::kDTi
 #pragma unroll
         for (int dp = 0; dp < T::kDTiles / 2; ++dp) {
             uint32_t vb[4];
-            ptx::ldmatrix_x4_trans(vb, ptx::smem_addr(sV + (ps * 16 + ((lane / 8) % 2) * 8 + lane % 8) * T::kStride +
-                                                      dp * 16 + (lane / 16) * 8));
+            ptx::ldmatrix_x4_trans(vb, ldmatrix_addr<typename T::Row>(sV, v_lane, v_row, v_col, ps * 16, dp * 16));
             const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
 #pragma unroll
             for (int mt = 0; mt < T::kMTiles; ++mt) {
