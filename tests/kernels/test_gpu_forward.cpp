@@ -162,6 +162,21 @@ std::vector<AttnCase> head_dim_v_cases() {
     };
 }
 
+// Head dims of the buckets whose tiles use the swizzled shared-memory layout (128 and 192) at and below the bucket:
+// full tiles through the unpredicated copies, partial columns and the last, partial key tile through the chunk
+// copies, and the output written through the swizzled tile.
+std::vector<AttnCase> swizzled_layout_cases() {
+    return {
+        {.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 2049, .nheads = 6, .nheads_k = 2, .head_dim = 192},
+        {.dtype = kF16, .seqlen_q = 512, .seqlen_k = 1000, .head_dim = 192, .causal = true, .dropout_p = 0.1f},
+        {.dtype = kBF16, .seqlen_q = 113, .seqlen_k = 1000, .head_dim = 160, .window_left = 100, .window_right = 7},
+        {.dtype = kF16, .seqlen_q = 17, .seqlen_k = 113, .head_dim = 136, .softcap = 4.0f},
+        {.dtype = kBF16, .seqlen_q = 2049, .seqlen_k = 512, .head_dim = 128, .causal = true,
+         .alibi = Alibi::per_head},
+        {.dtype = kF16, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 120, .head_dim_v = 128},
+    };
+}
+
 // Non-contiguous inputs: q, k, v slices of one packed qkv tensor; out in a buffer with padded rows.
 std::vector<AttnCase> strided_cases() {
     return {
@@ -192,6 +207,7 @@ std::vector<AttnCase> scale_cases() {
     register_cases(suite, "Gqa", gqa_cases(), check_forward, __FILE__, __LINE__);
     register_cases(suite, "Combined", combination_cases(), check_forward, __FILE__, __LINE__);
     register_cases(suite, "HeadDimV", head_dim_v_cases(), check_forward, __FILE__, __LINE__);
+    register_cases(suite, "SwizzledLayout", swizzled_layout_cases(), check_forward, __FILE__, __LINE__);
     register_cases(suite, "Strided", strided_cases(), check_forward, __FILE__, __LINE__);
     register_cases(suite, "Scale", scale_cases(), check_forward, __FILE__, __LINE__);
     return true;

@@ -61,9 +61,9 @@ struct FwdTraits {
 // compiled head dim): unpredicated 16-byte copies. 8 threads share a row, each copying the chunks c, c + 64, ...
 // elements of it, so a thread's copies of one row differ by immediate offsets in both address spaces; rows advance
 // kThreads / 8 at a time. `src` is this thread's first chunk of the tile (the tile's row 0 + row_in_pass * stride +
-// col), `dst` its shared-memory address (row_in_pass * kStride + col). Up to head dim 128 alone: at 256 (64 x 64 tiles,
-// 16 copies a thread a tile) it measured 9-14% slower than the predicated copy (interleaved A/B on an H100,
-// bench/NOTES.md), where at 64 and 128 it is 2-13% faster.
+// col), `dst` its shared-memory address (row_in_pass * kStride + col). Up to head dim 128, and in the swizzled layout:
+// at 256 in the padded layout (64 x 64 tiles, 16 copies a thread a tile) it measured 9-14% slower than the predicated
+// copy (interleaved A/B on an H100, bench/NOTES.md), where at 64 and 128 it is 2-13% faster.
 template <class T>
 struct FullTileCopy {
     using Row = typename T::Row;

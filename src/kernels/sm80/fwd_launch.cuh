@@ -15,12 +15,18 @@ namespace flashattn::kernels {
 // fragment read from shared memory then feeds two m16 tiles), 16 rows and two blocks per SM above hd128. Q stays
 // in registers only at hd64: at hd128 and hd256 it spills and costs 20-30% (bench/NOTES.md, sm80 v3). hd128 takes
 // 64-key tiles since the loop's copies and masks got leaner: 56 bytes of spills at sm_90a, yet 7.7% ahead of 32-key
-// tiles over the sweep (interleaved A/B on an H100, bench/NOTES.md).
+// tiles over the sweep (interleaved A/B on an H100, bench/NOTES.md). The last argument, true, puts the tiles in the
+// swizzled shared-memory layout: +3-4% at hd128 and +12-15% at hd192, measured the same way; hd64 lost 1-8% with it
+// and hd256 7-12%, so they stay padded.
 template <typename Elem, int kHeadDim> struct FwdTileShape;
 template <typename Elem> struct FwdTileShape<Elem, 64> { using Traits = FwdTraits<Elem, 64, 128, 64, 4, true>; };
 template <typename Elem> struct FwdTileShape<Elem, 96> { using Traits = FwdTraits<Elem, 96, 64, 64, 4, false>; };
-template <typename Elem> struct FwdTileShape<Elem, 128> { using Traits = FwdTraits<Elem, 128, 128, 64, 4, false>; };
-template <typename Elem> struct FwdTileShape<Elem, 192> { using Traits = FwdTraits<Elem, 192, 64, 64, 4, false>; };
+template <typename Elem> struct FwdTileShape<Elem, 128> {
+    using Traits = FwdTraits<Elem, 128, 128, 64, 4, false, true>;
+};
+template <typename Elem> struct FwdTileShape<Elem, 192> {
+    using Traits = FwdTraits<Elem, 192, 64, 64, 4, false, true>;
+};
 template <typename Elem> struct FwdTileShape<Elem, 256> { using Traits = FwdTraits<Elem, 256, 64, 64, 4, false>; };
 
 template <ElemType kElem, int kHeadDim>
