@@ -93,6 +93,27 @@ struct FullTileCopy {
                              "l"(s + j * 8 * kChunkElems));
         }
     }
+    // The other tiles in the swizzled layout (a sequence's last, or columns past the head dim): the same copies,
+    // zero-filling the chunks past valid_rows or valid_cols (`any` is a readable address for their unused source).
+    // The generic chunk-by-chunk copy would do there, but its per-chunk addresses are loop invariants the compiler
+    // keeps in registers through the whole main loop (some 25 at hd256), starving the products.
+    static constexpr bool kPartial = kEnabled && T::kSwizzled;
+    __device__ static __forceinline__ void copy_partial(uint32_t dst, const typename T::Elem* src,
+                                                        const typename T::Elem* any, int64_t row_stride,
+                                                        int valid_rows, int valid_cols, int tid) {
+        const int r0 = row(tid), c0 = col(tid);
+#pragma unroll
+        for (int i = 0; i < kPasses; ++i) {
+            const typename T::Elem* s = src + i * kRowsPerPass * row_stride;
+            const bool row_valid = r0 + i * kRowsPerPass < valid_rows;
+#pragma unroll
+            for (int j = 0; j < kColSteps; ++j) {
+                const bool valid = row_valid && c0 + j * 8 * kChunkElems < valid_cols;
+                ptx::cp_async_16(dst + (i * kRowsPerPass * T::kStride + j * 8 * kChunkElems) * 2,
+                                 valid ? s + j * 8 * kChunkElems : any, valid);
+            }
+        }
+    }
 };
 
 template <class T>
@@ -176,6 +197,8 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
     auto load_k = [&](int n_tile) {
         if (Copy::kEnabled && n_tile < k_full_end)
             Copy::copy(k_dst, k_next, p.k_row_stride);
+        else if (Copy::kPartial)
+            Copy::copy_partial(k_dst, k_next, k, p.k_row_stride, seq.seqlen_k - n_tile * T::kBlockN, p.head_dim, tid);
         else
             load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads, typename T::Row>(
                 sK, k + int64_t(n_tile) * T::kBlockN * p.k_row_stride, p.k_row_stride,
@@ -185,6 +208,8 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
     auto load_v = [&](int n_tile) {
         if (Copy::kEnabled && n_tile < v_full_end)
             Copy::copy(v_dst, v_next, p.v_row_stride);
+        else if (Copy::kPartial)
+            Copy::copy_partial(v_dst, v_next, v, p.v_row_stride, seq.seqlen_k - n_tile * T::kBlockN, p.head_dim_v, tid);
         else
             load_tile_async<T::kBlockN, T::kHeadDim, T::kThreads, typename T::Row>(
                 sV, v + int64_t(n_tile) * T::kBlockN * p.v_row_stride, p.v_row_stride,

@@ -16,8 +16,9 @@ namespace flashattn::kernels {
 // in registers only at hd64: at hd128 and hd256 it spills and costs 20-30% (bench/NOTES.md, sm80 v3). hd128 takes
 // 64-key tiles since the loop's copies and masks got leaner: 56 bytes of spills at sm_90a, yet 7.7% ahead of 32-key
 // tiles over the sweep (interleaved A/B on an H100, bench/NOTES.md). The last argument, true, puts the tiles in the
-// swizzled shared-memory layout: +3-4% at hd128 and +12-15% at hd192, measured the same way; hd64 lost 1-8% with it
-// and hd256 7-12%, so they stay padded.
+// swizzled shared-memory layout: +3-4% at hd128 and +12-15% at hd192, measured the same way, and then +6-11% and
+// +1-3% more once their partial tiles took the compact copy (FullTileCopy::copy_partial). hd64 lost 1-8% with it;
+// hd256 lost 7-12%, and with the compact partial copy reads 0.93-1.01x the padded layout: both stay padded.
 template <typename Elem, int kHeadDim> struct FwdTileShape;
 template <typename Elem> struct FwdTileShape<Elem, 64> { using Traits = FwdTraits<Elem, 64, 128, 64, 4, true>; };
 template <typename Elem> struct FwdTileShape<Elem, 96> { using Traits = FwdTraits<Elem, 96, 64, 64, 4, false>; };
