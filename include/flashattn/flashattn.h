@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -101,8 +102,12 @@ class FLASHATTN_API Error : public std::runtime_error {
 // Options shared by every operation
 // ---------------------------------------------------------------------------------------------------------------
 
+// softmax_scale's default, NaN: 1 / sqrt(head_dim of q). Any other value is the scale itself, as in FlashAttention
+// (0 gives every visible key the same weight).
+inline constexpr float kDefaultSoftmaxScale = std::numeric_limits<float>::quiet_NaN();
+
 struct AttentionOptions {
-    float softmax_scale = 0.0f;  // 0: 1 / sqrt(head_dim of q). Must be finite and >= 0.
+    float softmax_scale = kDefaultSoftmaxScale;  // NaN: 1 / sqrt(head_dim of q); else finite and >= 0
     bool causal = false;         // bottom-right aligned
     int32_t window_left = -1;    // -1: unbounded
     int32_t window_right = -1;   // -1: unbounded (0 when causal)

@@ -63,7 +63,7 @@ typedef struct flashattn_tensor {
 } flashattn_tensor;
 
 typedef struct flashattn_options {
-    float softmax_scale;           /* 0: 1 / sqrt(head_dim) */
+    float softmax_scale;           /* NaN (set by flashattn_options_init): 1 / sqrt(head_dim); else >= 0 */
     int32_t causal;                /* bottom-right aligned */
     int32_t window_left;           /* -1: unbounded */
     int32_t window_right;          /* -1: unbounded (0 when causal) */

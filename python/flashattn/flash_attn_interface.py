@@ -19,6 +19,7 @@ CPU tensors (float16, bfloat16, float32, float64) run flashattn's exact CPU refe
 bfloat16) its GPU kernels. flashattn.Error (a RuntimeError) names the argument at fault.
 """
 
+import math
 from typing import Optional, Tuple
 
 import torch.nn.functional as F
@@ -55,9 +56,21 @@ def _check_ranks(rank: int, layout: str, **tensors) -> None:
             raise error
 
 
+def _scale(head_dim: int, softmax_scale: Optional[float]) -> float:
+    """softmax_scale, or 1 / sqrt(head_dim) for None. NaN is refused here: the library reads it as "the default"."""
+    if softmax_scale is None:
+        return head_dim ** (-0.5)
+    scale = float(softmax_scale)
+    if math.isnan(scale):
+        error = Error(f"softmax_scale: expected a finite value >= 0 or None (1 / sqrt(headdim)), got {scale}")
+        error.status = "invalid_argument"
+        raise error
+    return scale
+
+
 def _prepare(q: Tensor, k: Tensor, v: Tensor, softmax_scale: Optional[float]):
     head_dim, head_dim_v = q.shape[-1], v.shape[-1]
-    scale = head_dim ** (-0.5) if softmax_scale is None else softmax_scale
+    scale = _scale(head_dim, softmax_scale)
     q, k, v = (_pad_head_dim(_last_dim_contiguous(t)) for t in (q, k, v))
     return q, k, v, float(scale), head_dim_v
 
@@ -266,7 +279,7 @@ def flash_attn_with_kvcache(
         raise ValueError("k, v: give both (to append to the cache) or neither")
     q = _last_dim_contiguous(q)
     k, v = (None if t is None else _last_dim_contiguous(t) for t in (k, v))
-    scale = q.shape[-1] ** (-0.5) if softmax_scale is None else softmax_scale
+    scale = _scale(q.shape[-1], softmax_scale)
     if cache_seqlens is None or isinstance(cache_seqlens, Tensor):
         seqlens_tensor, seqlen = cache_seqlens, -1
     else:

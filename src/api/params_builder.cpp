@@ -2,6 +2,7 @@
 #include "api/params_builder.h"
 
 #include <cmath>
+#include <limits>
 
 #include "api/window.h"
 #include "common/numeric.h"
@@ -46,8 +47,11 @@ AttnParams base_params(OpKind op, const AttnDims& d, const AttentionOptions& o, 
     p.total_q = d.total_q;
     p.total_k = d.total_k;
 
-    p.scale = o.softmax_scale > 0.0f ? o.softmax_scale : 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-    p.scale_log2 = p.scale * kLog2e;
+    p.scale = std::isnan(o.softmax_scale) ? 1.0f / std::sqrt(static_cast<float>(d.head_dim)) : o.softmax_scale;
+    // A zero scale (every visible key weighs the same) still takes a positive exp2 multiplier: the online softmax's
+    // running maximum starts at -inf, and -inf x 0 would be NaN. The smallest normal float changes no probability
+    // (a score times it rounds away against 1 in exp2) and leaves the LSE at log(visible keys).
+    p.scale_log2 = p.scale > 0.0f ? p.scale * kLog2e : std::numeric_limits<float>::min();
     p.softcap = o.softcap;
     p.causal = o.causal;
     const Window w = normalized_window(o, d.seqlen_k);

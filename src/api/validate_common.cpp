@@ -97,8 +97,9 @@ void check_head_groups(int64_t nheads, int64_t nheads_k, const char* k_name) {
 }
 
 void check_options(const AttentionOptions& o, const AttnDims& dims, bool allow_dropout) {
-    if (!(std::isfinite(o.softmax_scale) && o.softmax_scale >= 0.0f))
-        fail("options.softmax_scale: expected a finite value >= 0 (0 selects 1/sqrt(head_dim)), got " +
+    // Negative scales are refused: the kernels' online softmax takes its running maximum over unscaled scores.
+    if (!std::isnan(o.softmax_scale) && !(std::isfinite(o.softmax_scale) && o.softmax_scale >= 0.0f))
+        fail("options.softmax_scale: expected a finite value >= 0, or NaN for 1/sqrt(head_dim), got " +
              value_str(o.softmax_scale));
     if (o.window_left < -1)
         fail("options.window_left: expected a window size >= 0 (use -1 for unbounded), got " +

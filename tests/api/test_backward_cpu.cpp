@@ -89,6 +89,18 @@ TEST(ApiBackward, SingleKeyGradients) {
     }
 }
 
+// A zero softmax_scale: the scores do not depend on q or k, so dq = dk = 0 exactly, and the finite differences agree.
+TEST(ApiBackward, ZeroScale) {
+    DenseProblem p(DenseShape{1, 3, 4, 2, 1, 8, 8}, DType::f64);
+    AttentionOptions o;
+    o.softmax_scale = 0.0f;
+    run_forward_backward(p, o);
+    for (int64_t i = 0; i < p.dq.numel(); ++i) EXPECT_EQ(p.dq.get(i), 0.0);
+    for (int64_t i = 0; i < p.dk.numel(); ++i) EXPECT_EQ(p.dk.get(i), 0.0);
+    DenseProblem fd(DenseShape{1, 3, 4, 2, 1, 8, 8}, DType::f64);
+    expect_matches_finite_differences(fd, o);
+}
+
 // Rows of the softmax sum to one, so d(scores) sums to zero over keys: sum_j dk_j = 0; and sum_j dv_j equals the
 // sum of dout over the rows (and query heads) that attend.
 TEST(ApiBackward, KeyGradientSums) {

@@ -81,6 +81,34 @@ TEST(ApiForward, DefaultScaleIsInverseSqrtHeadDim) {
     EXPECT_NEAR(p.out.get(0), std::exp(4.0) / (1.0 + std::exp(4.0)), 1e-12);
 }
 
+// softmax_scale 0 is a scale, as in FlashAttention (not the default): every visible key weighs the same, so each
+// output row is the mean of the values its row sees and its LSE is log(number of those keys).
+TEST(ApiForward, ZeroScaleAveragesTheVisibleValues) {
+    DenseProblem p(DenseShape{2, 9, 6, 4, 2, 16, 24}, DType::f64);
+    ForwardArgs a = p.forward_args();
+    a.options.softmax_scale = 0.0f;
+    a.options.causal = true;  // seqlen_q > seqlen_k: rows seeing 0 .. 6 keys
+    forward(a);
+    const DenseShape& s = p.s;
+    for (int64_t b = 0; b < s.batch; ++b)
+        for (int64_t h = 0; h < s.nheads; ++h)
+            for (int64_t i = 0; i < s.seqlen_q; ++i) {
+                const KeyRange r = visible_keys(i, s.seqlen_q, s.seqlen_k, -1, 0);
+                const double lse = p.lse.get((b * s.nheads + h) * s.seqlen_q + i);
+                if (r.begin >= r.end) {
+                    EXPECT_EQ(lse, std::numeric_limits<double>::infinity());
+                    continue;
+                }
+                EXPECT_NEAR(lse, std::log(static_cast<double>(r.end - r.begin)), 1e-6);  // stored as float32
+                for (int64_t d = 0; d < s.head_dim_v; ++d) {
+                    double mean = 0.0;
+                    for (int64_t j = r.begin; j < r.end; ++j) mean += p.v.get(at4(p.v, b, j, h / 2, d));
+                    mean /= static_cast<double>(r.end - r.begin);
+                    EXPECT_NEAR(p.out.get(at4(p.out, b, i, h, d)), mean, 1e-12) << "row " << i << " d " << d;
+                }
+            }
+}
+
 TEST(ApiForward, OutputsAreConvexCombinations) {
     DenseProblem p;
     forward(p.forward_args());

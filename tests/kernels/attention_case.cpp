@@ -131,7 +131,7 @@ std::string AttnCase::label() const {
     if (alibi == Alibi::per_head) s << "_alibiH";
     if (alibi == Alibi::per_batch_head) s << "_alibiBH";
     if (dropout_p > 0.0f) s << "_drop" << number(dropout_p);
-    if (softmax_scale > 0.0f) s << "_scale" << number(softmax_scale);
+    if (!std::isnan(softmax_scale)) s << "_scale" << number(softmax_scale);
     if (packed_qkv) s << "_packed";
     if (attn_probs) s << "_probs";
     if (nan_past_used) s << "_nanpast";

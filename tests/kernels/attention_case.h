@@ -30,7 +30,7 @@ struct AttnCase {
     int64_t head_dim_v = 0;  // 0: head_dim
     // Varlen when seqlens_q is not empty: one length per sequence; seqused_k optional.
     std::vector<int32_t> seqlens_q, seqlens_k, seqused_k;
-    float softmax_scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+    float softmax_scale = kDefaultSoftmaxScale;  // NaN: 1 / sqrt(head_dim)
     bool causal = false;
     int32_t window_left = kUnbounded, window_right = kUnbounded;
     float softcap = 0.0f;

@@ -72,8 +72,8 @@ std::vector<int64_t> SeqLayout::probs_shape(int64_t nheads) const { return {batc
 
 ResolvedOptions ResolvedOptions::from(const AttentionOptions& o, int64_t head_dim, int64_t batch, int64_t nheads) {
     ResolvedOptions r;
-    r.scale = o.softmax_scale > 0.0f ? o.softmax_scale
-                                     : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    r.scale = !std::isnan(o.softmax_scale) ? o.softmax_scale
+                                           : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
     r.window_left = o.window_left;
     r.window_right = o.causal ? 0 : o.window_right;
     r.softcap = o.softcap;

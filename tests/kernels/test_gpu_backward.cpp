@@ -66,6 +66,9 @@ std::vector<AttnCase> modifier_cases() {
         {.dtype = kF16, .seqlen_q = 512, .seqlen_k = 512, .head_dim = 64, .dropout_p = 0.17f},
         {.dtype = kBF16, .seqlen_q = 113, .seqlen_k = 1000, .head_dim = 128, .causal = true, .dropout_p = 0.3f,
          .seed = kBigSeed, .offset = kBigOffset},
+        // A zero softmax_scale (uniform weights over the visible keys; dq = dk = 0), with and without softcap.
+        {.dtype = kF16, .seqlen_q = 1000, .seqlen_k = 113, .head_dim = 64, .softmax_scale = 0.0f, .causal = true},
+        {.dtype = kBF16, .seqlen_q = 512, .seqlen_k = 512, .head_dim = 256, .softmax_scale = 0.0f, .softcap = 5.0f},
     };
 }
 

@@ -192,6 +192,12 @@ std::vector<AttnCase> scale_cases() {
     return {
         {.dtype = kF16, .seqlen_q = 512, .seqlen_k = 512, .head_dim = 64, .softmax_scale = 0.5f},
         {.dtype = kF16, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 128, .softmax_scale = 1.0f, .causal = true},
+        // A zero scale: uniform weights over the visible keys (rows seeing no key stay 0 with LSE +inf).
+        {.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 113, .head_dim = 128, .softmax_scale = 0.0f, .causal = true},
+        {.dtype = kF16, .seqlen_q = 113, .seqlen_k = 2049, .head_dim = 64, .softmax_scale = 0.0f, .window_left = 64,
+         .window_right = 0},
+        {.dtype = kBF16, .seqlen_q = 512, .seqlen_k = 512, .head_dim = 192, .softmax_scale = 0.0f, .softcap = 3.0f,
+         .alibi = Alibi::per_head},
     };
 }
 

@@ -1,6 +1,8 @@
 """The flash_attn API on CPU tensors (flashattn's exact reference path) against a straightforward torch
 implementation: every argument, the packed and varlen variants, GQA, dropout, and gradients through autograd."""
 
+import math
+
 import pytest
 import torch
 
@@ -240,6 +242,18 @@ def test_rows_that_see_no_key():
     assert torch.all(out[0, :6] == 0) and torch.all(torch.isposinf(lse[0, :, :6]))
     grads = torch.autograd.grad(out.sum(), (q, k, v))
     assert all(torch.isfinite(g).all() for g in grads)
+
+
+def test_zero_softmax_scale_is_a_scale():
+    # As in flash_attn: 0.0 is the scale itself (every key weighs the same), None is 1 / sqrt(headdim).
+    q, k, v = random_inputs([(2, 5, 2, 16), (2, 7, 2, 16), (2, 7, 2, 16)], torch.float64)
+    out, lse, _ = flash_attn_func(q, k, v, softmax_scale=0.0, return_attn_probs=True)
+    torch.testing.assert_close(out, v.mean(dim=1, keepdim=True).expand_as(out))
+    torch.testing.assert_close(lse, torch.full_like(lse, math.log(7)))
+    dq, dk = torch.autograd.grad(out.sum(), (q, k))
+    assert torch.all(dq == 0) and torch.all(dk == 0)
+    default = flash_attn_func(q, k, v)
+    torch.testing.assert_close(default, flash_attn_func(q, k, v, softmax_scale=16 ** -0.5))
 
 
 def test_empty_batch_and_sequences():

@@ -76,6 +76,8 @@ def test_negative_softcap_and_scale():
     q, k, v = _qkv()
     _raises(r"softcap", flash_attn_func, q, k, v, softcap=-1.0)
     _raises(r"softmax_scale", flash_attn_func, q, k, v, softmax_scale=float("nan"))
+    _raises(r"softmax_scale", flash_attn_func, q, k, v, softmax_scale=float("inf"))
+    _raises(r"softmax_scale", flash_attn_func, q, k, v, softmax_scale=-0.5)
 
 
 def test_varlen_cu_seqlens_checked():
