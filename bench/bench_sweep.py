@@ -48,12 +48,14 @@ class Context(ctypes.Structure):
 
 
 class FwdArgs(ctypes.Structure):
-    _fields_ = [(n, Tensor) for n in ("q", "k", "v", "out", "softmax_lse", "attn_probs")] + \
+    _fields_ = [("struct_size", ctypes.c_size_t)] + \
+               [(n, Tensor) for n in ("q", "k", "v", "out", "softmax_lse", "attn_probs")] + \
                [("options", Options), ("ctx", Context)]
 
 
 class BwdArgs(ctypes.Structure):
-    _fields_ = [(n, Tensor) for n in ("dout", "q", "k", "v", "out", "softmax_lse", "dq", "dk", "dv", "softmax_d")] + \
+    _fields_ = [("struct_size", ctypes.c_size_t)] + \
+               [(n, Tensor) for n in ("dout", "q", "k", "v", "out", "softmax_lse", "dq", "dk", "dv", "softmax_d")] + \
                [("options", Options), ("ctx", Context)]
 
 
@@ -80,8 +82,11 @@ class Flashattn:
             fn.restype = ctypes.c_int32
         self.lib.flashattn_backward_workspace_size.argtypes = [ctypes.POINTER(BwdArgs), ctypes.POINTER(ctypes.c_size_t)]
         self.lib.flashattn_backward_workspace_size.restype = ctypes.c_int32
-        self.lib.flashattn_fwd_args_init.argtypes = [ctypes.POINTER(FwdArgs)]
-        self.lib.flashattn_bwd_args_init.argtypes = [ctypes.POINTER(BwdArgs)]
+        # The _init functions take the struct's size as this mirror lays it out (the C header's macros pass sizeof).
+        self.lib.flashattn_fwd_args_init_sized.argtypes = [ctypes.POINTER(FwdArgs), ctypes.c_size_t]
+        self.lib.flashattn_bwd_args_init_sized.argtypes = [ctypes.POINTER(BwdArgs), ctypes.c_size_t]
+        self.lib.flashattn_fwd_args_init_sized.restype = ctypes.c_int32
+        self.lib.flashattn_bwd_args_init_sized.restype = ctypes.c_int32
         self.lib.flashattn_last_error.restype = ctypes.c_char_p
         self.lib.flashattn_version.restype = ctypes.c_char_p
 
@@ -91,7 +96,7 @@ class Flashattn:
 
     def make_fwd(self, q, k, v, out, lse, causal):
         a = FwdArgs()
-        self.lib.flashattn_fwd_args_init(ctypes.byref(a))
+        self.check(self.lib.flashattn_fwd_args_init_sized(ctypes.byref(a), ctypes.sizeof(a)), "fwd args")
         a.q, a.k, a.v, a.out, a.softmax_lse = view(q), view(k), view(v), view(out), view(lse)
         a.options.causal = int(causal)
         a.ctx.stream = torch.cuda.current_stream().cuda_stream
@@ -99,7 +104,7 @@ class Flashattn:
 
     def make_bwd(self, dout, q, k, v, out, lse, dq, dk, dv, causal):
         a = BwdArgs()
-        self.lib.flashattn_bwd_args_init(ctypes.byref(a))
+        self.check(self.lib.flashattn_bwd_args_init_sized(ctypes.byref(a), ctypes.sizeof(a)), "bwd args")
         a.dout, a.q, a.k, a.v, a.out, a.softmax_lse = view(dout), view(q), view(k), view(v), view(out), view(lse)
         a.dq, a.dk, a.dv = view(dq), view(dk), view(dv)
         a.options.causal = int(causal)

@@ -2,7 +2,9 @@
  *
  * Plain C99 mirrors of the C++ API in flashattn.h, for bindings in other languages. Every struct has an _init
  * function that sets the documented defaults (call it, then fill in what you use: fields added by a later ABI
- * version get their defaults that way). Every operation returns a flashattn_status; on failure
+ * version get their defaults that way). Each operation's argument struct starts with struct_size, the struct's size
+ * as the caller compiled it, which its _init sets: a caller built against another version of this header is refused
+ * with a message rather than read or written past its struct. Every operation returns a flashattn_status; on failure
  * flashattn_last_error() gives the message, which names the argument, what was expected and what was given.
  * No C++ exception crosses this interface.
  *
@@ -27,8 +29,9 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct below or a function's meaning changes incompatibly. Compare with
- * flashattn_abi_version() at load time. */
-#define FLASHATTN_ABI_VERSION 1
+ * flashattn_abi_version() at load time. Version 2: struct_size in the argument structs, the _init functions take
+ * the caller's sizeof, and softmax_scale's default is NaN (0 is a scale). */
+#define FLASHATTN_ABI_VERSION 2
 
 #define FLASHATTN_MAX_DIMS 4
 
@@ -63,7 +66,7 @@ typedef struct flashattn_tensor {
 } flashattn_tensor;
 
 typedef struct flashattn_options {
-    float softmax_scale;           /* NaN (set by flashattn_options_init): 1 / sqrt(head_dim); else >= 0 */
+    float softmax_scale;           /* NaN (as _init sets it): 1 / sqrt(head_dim); else finite, >= 0 */
     int32_t causal;                /* bottom-right aligned */
     int32_t window_left;           /* -1: unbounded */
     int32_t window_right;          /* -1: unbounded (0 when causal) */
@@ -82,6 +85,7 @@ typedef struct flashattn_context {
 } flashattn_context;
 
 typedef struct flashattn_fwd_args {
+    size_t struct_size; /* the caller's sizeof(flashattn_fwd_args): set by its _init */
     flashattn_tensor q, k, v;
     flashattn_tensor out;
     flashattn_tensor softmax_lse; /* optional */
@@ -91,6 +95,7 @@ typedef struct flashattn_fwd_args {
 } flashattn_fwd_args;
 
 typedef struct flashattn_varlen_fwd_args {
+    size_t struct_size; /* the caller's sizeof(flashattn_varlen_fwd_args): set by its _init */
     flashattn_tensor q, k, v;
     flashattn_tensor cu_seqlens_q, cu_seqlens_k;
     flashattn_tensor seqused_k; /* optional */
@@ -103,6 +108,7 @@ typedef struct flashattn_varlen_fwd_args {
 } flashattn_varlen_fwd_args;
 
 typedef struct flashattn_bwd_args {
+    size_t struct_size; /* the caller's sizeof(flashattn_bwd_args): set by its _init */
     flashattn_tensor dout, q, k, v, out, softmax_lse;
     flashattn_tensor dq, dk, dv;
     flashattn_tensor softmax_d; /* optional */
@@ -111,6 +117,7 @@ typedef struct flashattn_bwd_args {
 } flashattn_bwd_args;
 
 typedef struct flashattn_varlen_bwd_args {
+    size_t struct_size; /* the caller's sizeof(flashattn_varlen_bwd_args): set by its _init */
     flashattn_tensor dout, q, k, v, out, softmax_lse;
     flashattn_tensor cu_seqlens_q, cu_seqlens_k;
     flashattn_tensor seqused_k; /* optional */
@@ -122,6 +129,7 @@ typedef struct flashattn_varlen_bwd_args {
 } flashattn_varlen_bwd_args;
 
 typedef struct flashattn_kvcache_args {
+    size_t struct_size; /* the caller's sizeof(flashattn_kvcache_args): set by its _init */
     flashattn_tensor q;
     flashattn_tensor k_cache, v_cache;
     flashattn_tensor k, v;                   /* optional, both or neither */
@@ -141,6 +149,7 @@ typedef struct flashattn_kvcache_args {
 
 /* Two results over disjoint keys merged by their LSEs (flashattn.h, MergeArgs). */
 typedef struct flashattn_merge_args {
+    size_t struct_size; /* the caller's sizeof(flashattn_merge_args): set by its _init */
     flashattn_tensor out_a, lse_a;
     flashattn_tensor out_b, lse_b;
     flashattn_tensor out;
@@ -152,12 +161,23 @@ typedef struct flashattn_merge_args {
 FLASHATTN_API void flashattn_tensor_init(flashattn_tensor* t);
 FLASHATTN_API void flashattn_options_init(flashattn_options* o);
 FLASHATTN_API void flashattn_context_init(flashattn_context* c);
-FLASHATTN_API void flashattn_fwd_args_init(flashattn_fwd_args* a);
-FLASHATTN_API void flashattn_varlen_fwd_args_init(flashattn_varlen_fwd_args* a);
-FLASHATTN_API void flashattn_bwd_args_init(flashattn_bwd_args* a);
-FLASHATTN_API void flashattn_varlen_bwd_args_init(flashattn_varlen_bwd_args* a);
-FLASHATTN_API void flashattn_kvcache_args_init(flashattn_kvcache_args* a);
-FLASHATTN_API void flashattn_merge_args_init(flashattn_merge_args* a);
+
+/* The argument structs' defaults, and struct_size. Call them through the macros, which pass the caller's
+ * sizeof(*a) (bindings without the header pass the size of their mirror of the struct). A size other than this
+ * library's leaves the struct untouched but for struct_size and returns FLASHATTN_STATUS_INVALID_ARGUMENT; the
+ * operations refuse such a struct too. A NULL pointer is refused. */
+FLASHATTN_API flashattn_status flashattn_fwd_args_init_sized(flashattn_fwd_args* a, size_t struct_size);
+FLASHATTN_API flashattn_status flashattn_varlen_fwd_args_init_sized(flashattn_varlen_fwd_args* a, size_t struct_size);
+FLASHATTN_API flashattn_status flashattn_bwd_args_init_sized(flashattn_bwd_args* a, size_t struct_size);
+FLASHATTN_API flashattn_status flashattn_varlen_bwd_args_init_sized(flashattn_varlen_bwd_args* a, size_t struct_size);
+FLASHATTN_API flashattn_status flashattn_kvcache_args_init_sized(flashattn_kvcache_args* a, size_t struct_size);
+FLASHATTN_API flashattn_status flashattn_merge_args_init_sized(flashattn_merge_args* a, size_t struct_size);
+#define flashattn_fwd_args_init(a) flashattn_fwd_args_init_sized((a), sizeof *(a))
+#define flashattn_varlen_fwd_args_init(a) flashattn_varlen_fwd_args_init_sized((a), sizeof *(a))
+#define flashattn_bwd_args_init(a) flashattn_bwd_args_init_sized((a), sizeof *(a))
+#define flashattn_varlen_bwd_args_init(a) flashattn_varlen_bwd_args_init_sized((a), sizeof *(a))
+#define flashattn_kvcache_args_init(a) flashattn_kvcache_args_init_sized((a), sizeof *(a))
+#define flashattn_merge_args_init(a) flashattn_merge_args_init_sized((a), sizeof *(a))
 
 /* A contiguous (row-major) view: sets every field of *t. */
 FLASHATTN_API flashattn_status flashattn_tensor_contiguous(flashattn_tensor* t, void* data, int32_t dtype,

@@ -194,11 +194,23 @@ flashattn_status guarded(Fn&& fn) noexcept {
     }
 }
 
+// The message for an argument struct whose struct_size is not this library's: the caller was built against another
+// flashattn_c.h (or a binding's mirror of the struct is out of date).
+std::string struct_size_message(const char* type_name, size_t expected, size_t got) {
+    return std::string(type_name) + ".struct_size: expected " + std::to_string(expected) + " (this library's sizeof(" +
+           type_name + "), ABI version " + std::to_string(FLASHATTN_ABI_VERSION) + "), got " + std::to_string(got) +
+           ": the caller was built against another flashattn_c.h; rebuild it against this library's, and set the "
+           "struct up with its _init function";
+}
+
 template <class CArgs, class Op>
 flashattn_status run_op(const CArgs* args, const char* type_name, Op op) noexcept {
     if (!args)
         return fail_with(FLASHATTN_STATUS_INVALID_ARGUMENT,
                          std::string("args: expected a pointer to ") + type_name + ", got NULL");
+    if (args->struct_size != sizeof(CArgs))
+        return fail_with(FLASHATTN_STATUS_INVALID_ARGUMENT, struct_size_message(type_name, sizeof(CArgs),
+                                                                                args->struct_size));
     return guarded([&] { op(to_cpp(*args)); });
 }
 
@@ -208,13 +220,26 @@ flashattn_status query_workspace(const CArgs* args, const char* type_name, size_
     return run_op(args, type_name, [&](const auto& cpp) { *bytes = workspace_size(cpp); });
 }
 
-// Zero everything (tensors absent, NULL stream and workspace), then the non-zero defaults.
-template <class CArgs>
-void init_args(CArgs* args) {
-    if (!args) return;
+// Zero everything (tensors absent, NULL stream and workspace), set struct_size, then the options' defaults (for
+// structs that have options) and `more` defaults. A struct of another size gets its struct_size written (the first
+// member of every version's struct) and nothing else.
+template <class CArgs, class More>
+flashattn_status init_args(CArgs* args, size_t struct_size, const char* type_name, More more) noexcept {
+    if (!args)
+        return fail_with(FLASHATTN_STATUS_INVALID_ARGUMENT,
+                         std::string("a: expected a pointer to ") + type_name + ", got NULL");
+    if (struct_size != sizeof(CArgs)) {
+        if (struct_size >= sizeof(size_t)) std::memcpy(args, &struct_size, sizeof(size_t));
+        return fail_with(FLASHATTN_STATUS_INVALID_ARGUMENT, struct_size_message(type_name, sizeof(CArgs), struct_size));
+    }
     std::memset(args, 0, sizeof *args);
-    flashattn_options_init(&args->options);
+    args->struct_size = sizeof *args;
+    if constexpr (requires { args->options; }) flashattn_options_init(&args->options);
+    more(*args);
+    t_last_error.clear();
+    return FLASHATTN_STATUS_OK;
 }
+constexpr auto kNoMoreDefaults = [](auto&) {};
 
 }  // namespace
 
@@ -243,22 +268,28 @@ void flashattn_context_init(flashattn_context* c) {
     if (c) std::memset(c, 0, sizeof *c);
 }
 
-void flashattn_fwd_args_init(flashattn_fwd_args* a) { init_args(a); }
-void flashattn_varlen_fwd_args_init(flashattn_varlen_fwd_args* a) { init_args(a); }
-void flashattn_bwd_args_init(flashattn_bwd_args* a) { init_args(a); }
-void flashattn_varlen_bwd_args_init(flashattn_varlen_bwd_args* a) { init_args(a); }
-
-void flashattn_merge_args_init(flashattn_merge_args* a) {
-    if (a) std::memset(a, 0, sizeof *a);  // no options: every tensor absent, no stream
+flashattn_status flashattn_fwd_args_init_sized(flashattn_fwd_args* a, size_t struct_size) {
+    return init_args(a, struct_size, "flashattn_fwd_args", kNoMoreDefaults);
 }
-
-void flashattn_kvcache_args_init(flashattn_kvcache_args* a) {
-    init_args(a);
-    if (!a) return;
-    const KvCacheArgs defaults;
-    a->rotary_interleaved = defaults.rotary_interleaved ? 1 : 0;
-    a->cache_seqlen = defaults.cache_seqlen;
-    a->num_splits = defaults.num_splits;
+flashattn_status flashattn_varlen_fwd_args_init_sized(flashattn_varlen_fwd_args* a, size_t struct_size) {
+    return init_args(a, struct_size, "flashattn_varlen_fwd_args", kNoMoreDefaults);
+}
+flashattn_status flashattn_bwd_args_init_sized(flashattn_bwd_args* a, size_t struct_size) {
+    return init_args(a, struct_size, "flashattn_bwd_args", kNoMoreDefaults);
+}
+flashattn_status flashattn_varlen_bwd_args_init_sized(flashattn_varlen_bwd_args* a, size_t struct_size) {
+    return init_args(a, struct_size, "flashattn_varlen_bwd_args", kNoMoreDefaults);
+}
+flashattn_status flashattn_merge_args_init_sized(flashattn_merge_args* a, size_t struct_size) {
+    return init_args(a, struct_size, "flashattn_merge_args", kNoMoreDefaults);  // every tensor absent, no stream
+}
+flashattn_status flashattn_kvcache_args_init_sized(flashattn_kvcache_args* a, size_t struct_size) {
+    return init_args(a, struct_size, "flashattn_kvcache_args", [](flashattn_kvcache_args& k) {
+        const KvCacheArgs defaults;
+        k.rotary_interleaved = defaults.rotary_interleaved ? 1 : 0;
+        k.cache_seqlen = defaults.cache_seqlen;
+        k.num_splits = defaults.num_splits;
+    });
 }
 
 flashattn_status flashattn_tensor_contiguous(flashattn_tensor* t, void* data, int32_t dtype, int32_t ndim,

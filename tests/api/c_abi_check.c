@@ -32,7 +32,7 @@ int main(void) {
     check(flashattn_doctor_report(NULL, 0) > 0, "doctor report length");
 
     /* An empty argument struct: q is missing. */
-    flashattn_fwd_args_init(&args);
+    check(flashattn_fwd_args_init(&args) == FLASHATTN_STATUS_OK && args.struct_size == sizeof args, "init");
     status = flashattn_forward(&args);
     check(status == FLASHATTN_STATUS_INVALID_ARGUMENT, "status of a call without q");
     check(strstr(flashattn_last_error(), "q: required") != NULL, "message of a call without q");

@@ -67,7 +67,34 @@ TEST(ApiCAbi, InitSetsDefaults) {
     EXPECT_EQ(v.seqused_k.ndim, 0);
     EXPECT_EQ(v.max_seqlen_q, 0);
     EXPECT_EQ(v.options.window_right, -1);
-    flashattn_fwd_args_init(nullptr);  // ignored
+    EXPECT_EQ(v.struct_size, sizeof v);
+    EXPECT_EQ(flashattn_fwd_args_init_sized(nullptr, sizeof(flashattn_fwd_args)), FLASHATTN_STATUS_INVALID_ARGUMENT);
+}
+
+// A struct of another size (a caller built against another flashattn_c.h): _init writes struct_size alone and says
+// why, and the operation refuses the struct without reading past the caller's size.
+TEST(ApiCAbi, StructOfAnotherSizeIsRefused) {
+    constexpr size_t kOlder = sizeof(flashattn_fwd_args) - 64;
+    unsigned char buf[sizeof(flashattn_fwd_args)];
+    std::memset(buf, 0x5A, sizeof buf);
+    auto* a = reinterpret_cast<flashattn_fwd_args*>(buf);
+    EXPECT_EQ(flashattn_fwd_args_init_sized(a, kOlder), FLASHATTN_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(flashattn_last_error()).find("flashattn_fwd_args.struct_size: expected " +
+                                                       std::to_string(sizeof(flashattn_fwd_args))),
+              std::string::npos)
+        << flashattn_last_error();
+    EXPECT_EQ(a->struct_size, kOlder);
+    for (size_t i = sizeof(size_t); i < sizeof buf; ++i) ASSERT_EQ(buf[i], 0x5A) << "byte " << i << " written";
+    EXPECT_EQ(flashattn_forward(a), FLASHATTN_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(flashattn_last_error()).find("another flashattn_c.h"), std::string::npos);
+    size_t bytes = 0;
+    EXPECT_EQ(flashattn_forward_workspace_size(a, &bytes), FLASHATTN_STATUS_INVALID_ARGUMENT);
+
+    DenseProblem p;
+    flashattn_fwd_args ok = c_forward_args(p);
+    ok.struct_size = 0;  // a struct set up by hand, without _init
+    EXPECT_EQ(flashattn_forward(&ok), FLASHATTN_STATUS_INVALID_ARGUMENT);
+    EXPECT_TRUE(p.outputs_untouched());
 }
 
 TEST(ApiCAbi, BadInputGivesStatusAndMessage) {
