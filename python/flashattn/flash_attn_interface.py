@@ -270,8 +270,9 @@ def flash_attn_with_kvcache(
     (batch,) tensor, the keys already cached.
     cache_batch_idx: int32 (batch,), the cache entry of each sequence (dense caches). cache_leftpad: int32 (batch,),
     the first valid cache position. num_splits: 0 lets flashattn choose how to split long caches.
-    headdim must be a multiple of 8 here (the cache is written in place, so it is not padded as the other functions
-    pad q, k and v).
+    A headdim that is not a multiple of 8 is padded as FlashAttention pads it: q, k, v and the caches are copied
+    with zero columns, and after an append the caches are copied back whole (slow: keep headdim a multiple of 8 for
+    decoding at speed).
     Returns out (batch, seqlen_q, nheads, headdim), or (out, softmax_lse) with return_softmax_lse.
     """
     _check_ranks(4, "(batch, seqlen, nheads, headdim)", q=q, k_cache=k_cache, v_cache=v_cache)
@@ -280,6 +281,12 @@ def flash_attn_with_kvcache(
     q = _last_dim_contiguous(q)
     k, v = (None if t is None else _last_dim_contiguous(t) for t in (k, v))
     scale = _scale(q.shape[-1], softmax_scale)
+    head_dim_v = v_cache.shape[-1]
+    padded = any(t.shape[-1] % _HEAD_DIM_MULTIPLE for t in (q, k_cache, v_cache))
+    if padded:
+        k_cache_in, v_cache_in = k_cache, v_cache
+        q, k_cache, v_cache = (_pad_head_dim(_last_dim_contiguous(t)) for t in (q, k_cache, v_cache))
+        k, v = (None if t is None else _pad_head_dim(t) for t in (k, v))
     if cache_seqlens is None or isinstance(cache_seqlens, Tensor):
         seqlens_tensor, seqlen = cache_seqlens, -1
     else:
@@ -288,6 +295,11 @@ def flash_attn_with_kvcache(
     out, lse = _ops.call_kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, bool(rotary_interleaved),
                                 seqlens_tensor, seqlen, cache_batch_idx, cache_leftpad, block_table, int(num_splits),
                                 float(scale), bool(causal), window_left, window_right, float(softcap), alibi_slopes)
+    if padded:
+        if k is not None:  # the appended rows, into the caller's caches
+            k_cache_in.copy_(k_cache[..., : k_cache_in.shape[-1]])
+            v_cache_in.copy_(v_cache[..., : v_cache_in.shape[-1]])
+        out = out[..., :head_dim_v]
     return (out, lse) if return_softmax_lse else out
 
 

@@ -238,6 +238,15 @@ def test_sequences_that_see_no_key(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("page_size", [None, 16])
+def test_head_dim_not_multiple_of_8_is_padded(device, page_size):
+    # As FlashAttention: q, k, v and the caches padded with zero columns, the appended rows copied back into the
+    # caller's caches, the output cut back to the head dim.
+    check(device, torch.float32, batch=2, seqlen_q=3, nheads=4, nheads_k=2, head_dim=20, seqlen_cache=40,
+          seqlen_new=3, rotary_dim=8, interleaved=False, causal=True, page_size=page_size)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("head_dim", [40, 96, 256])
 def test_head_dims_and_many_query_rows(device, head_dim):
     # More packed rows (seqlen_q x query heads per kv head) than one tile, and head dims padded to a bucket.
