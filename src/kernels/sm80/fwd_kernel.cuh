@@ -82,14 +82,17 @@ struct FullTileCopy {
     __device__ static __forceinline__ uint32_t dst(const typename T::Elem* tile, int tid) {
         return ptx::smem_addr(tile + Row::offset(row(tid), col(tid), row(tid) % 8));
     }
+    // The shared-memory address of this thread's copy j of pass i, from its first (dst).
+    __device__ static __forceinline__ uint32_t dst_at(uint32_t dst, int i, int j) {
+        return dst + (i * kRowsPerPass * T::kStride + j * 8 * kChunkElems) * 2;
+    }
     __device__ static __forceinline__ void copy(uint32_t dst, const typename T::Elem* src, int64_t row_stride) {
 #pragma unroll
         for (int i = 0; i < kPasses; ++i) {
             const typename T::Elem* s = src + i * kRowsPerPass * row_stride;
 #pragma unroll
             for (int j = 0; j < kColSteps; ++j)
-                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(
-                                 dst + (i * kRowsPerPass * T::kStride + j * 8 * kChunkElems) * 2),
+                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst_at(dst, i, j)),
                              "l"(s + j * 8 * kChunkElems));
         }
     }
@@ -109,8 +112,7 @@ struct FullTileCopy {
 #pragma unroll
             for (int j = 0; j < kColSteps; ++j) {
                 const bool valid = row_valid && c0 + j * 8 * kChunkElems < valid_cols;
-                ptx::cp_async_16(dst + (i * kRowsPerPass * T::kStride + j * 8 * kChunkElems) * 2,
-                                 valid ? s + j * 8 * kChunkElems : any, valid);
+                ptx::cp_async_16(dst_at(dst, i, j), valid ? s + j * 8 * kChunkElems : any, valid);
             }
         }
     }
