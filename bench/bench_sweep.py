@@ -4,11 +4,13 @@ cuDNN backends, in one process, on the same inputs.
 
 bf16, batch * seqlen = 16384, hidden 2048 (nheads = 2048 / head dim), head dims 64/128/256, seqlen 512..16384,
 causal off/on. TFLOP/s by FlashAttention's formula: forward 4*b*s*s*h*d (halved when causal), backward 2.5x
-forward; times are medians of CUDA-event timings after warm-up; backward = (forward + backward) - forward.
+forward; times are medians of CUDA-event timings after warm-up, the implementations timed in interleaved rounds;
+backward = (forward + backward) - forward.
 
     python3 bench/bench_sweep.py --lib build/libflashattn.so --json out/bench.json [--quick]
 """
 import argparse
+import contextlib
 import ctypes
 import datetime
 import json
@@ -117,18 +119,38 @@ class Flashattn:
         return a, workspace
 
 
-def median_ms(fn, warmup, reps):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+def median_ms(fns, warmup, reps):
+    """Median CUDA-event time (ms) of each callable in `fns` (name -> (context, callable): the callable runs inside
+    a fresh `context()`, entered before the start event is recorded). The callables are timed in rounds,
+    one launch each a round, in an order that rotates from round to round, so that clock and temperature drift over
+    the run weigh on every implementation alike (timed one after another, a peer's figure moved by up to 7% between
+    runs). A callable that raises RuntimeError in its warm-up (a backend that cannot take the shape) is left out and
+    its error returned instead of a time."""
+    results, live = {}, {}
+    for name, (ctx, fn) in fns.items():
+        try:
+            with ctx():
+                for _ in range(warmup):
+                    fn()
+            live[name] = (ctx, fn)
+        except RuntimeError as e:
+            results[name] = e
+    times = {name: [] for name in live}
+    names = list(live)
+    for r in range(reps):
+        for i in range(len(names)):
+            name = names[(r + i) % len(names)]
+            ctx, fn = live[name]
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            with ctx():
+                start.record()
+                fn()
+                stop.record()
+            stop.synchronize()
+            times[name].append(start.elapsed_time(stop))
+    for name in live:
+        results[name] = statistics.median(times[name])
+    return results
 
 
 def flops_forward(b, s, h, d, causal):
@@ -149,30 +171,34 @@ def run_config(fa, d, s, causal, warmup, reps, backward=True):
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     fwd = fa.make_fwd(q, k, v, out, lse, causal)
     bwd, _workspace = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal)
-    run_f = lambda: fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd")
-    run_fb = lambda: (run_f(), fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd"))
-    t_f = median_ms(run_f, warmup, reps)
-    row["flashattn_fwd"] = f / (t_f * 1e-3) / 1e12
-    row["flashattn_bwd"] = None
-    if backward:
-        t_fb = median_ms(run_fb, warmup, reps)
-        row["flashattn_bwd"] = 2.5 * f / ((t_fb - t_f) * 1e-3) / 1e12
+    ours_f = lambda: fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd")
+    ours_fb = lambda: (ours_f(), fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd"))
+    fwd_fns = {"flashattn": (contextlib.nullcontext, ours_f)}
+    fb_fns = {"flashattn": (contextlib.nullcontext, ours_fb)}
 
-    # PyTorch SDPA backends on the same inputs ((b, h, s, d) views, no copies)
+    # PyTorch SDPA backends on the same inputs ((b, h, s, d) views, no copies), each under its backend choice
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
     dot = dout.transpose(1, 2)
+    sf = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+    sfb = lambda: torch.autograd.grad(sf(), (qt, kt, vt), dot)
     for name, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-        try:
-            with sdpa_kernel(backend):
-                sf = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                sfb = lambda: torch.autograd.grad(sf(), (qt, kt, vt), dot)
-                t_f = median_ms(sf, warmup, reps)
-                t_fb = median_ms(sfb, warmup, reps) if backward else None
-            row[f"{name}_fwd"] = f / (t_f * 1e-3) / 1e12
-            row[f"{name}_bwd"] = 2.5 * f / ((t_fb - t_f) * 1e-3) / 1e12 if backward else None
-        except RuntimeError as e:  # backend unavailable for this shape
-            row[f"{name}_fwd"] = row[f"{name}_bwd"] = None
-            row[f"{name}_error"] = str(e).splitlines()[0]
+        ctx = lambda backend=backend: sdpa_kernel(backend)
+        fwd_fns[name] = (ctx, sf)
+        fb_fns[name] = (ctx, sfb)
+
+    t_f = median_ms(fwd_fns, warmup, reps)
+    t_fb = median_ms(fb_fns, warmup, reps) if backward else {}
+    for name in fwd_fns:
+        ok_f = not isinstance(t_f[name], Exception)
+        ok_fb = backward and ok_f and not isinstance(t_fb[name], Exception)
+        row[f"{name}_fwd"] = f / (t_f[name] * 1e-3) / 1e12 if ok_f else None
+        row[f"{name}_bwd"] = 2.5 * f / ((t_fb[name] - t_f[name]) * 1e-3) / 1e12 if ok_fb else None
+        if name == "flashattn":
+            if not ok_f:
+                raise t_f[name]
+        elif not ok_f or (backward and not ok_fb):  # backend unavailable for this shape
+            err = t_f[name] if not ok_f else t_fb[name]
+            row[f"{name}_error"] = str(err).splitlines()[0]
     return row
 
 
