@@ -4,8 +4,8 @@ cuDNN backends, in one process, on the same inputs.
 
 bf16, batch * seqlen = 16384, hidden 2048 (nheads = 2048 / head dim), head dims 64/128/256, seqlen 512..16384,
 causal off/on. TFLOP/s by FlashAttention's formula: forward 4*b*s*s*h*d (halved when causal), backward 2.5x
-forward; times are medians of CUDA-event timings after warm-up, the implementations timed in interleaved rounds;
-backward = (forward + backward) - forward.
+forward; times are medians of CUDA-event timings of batches of back-to-back calls after warm-up, the
+implementations sampled in interleaved rounds; backward = (forward + backward) - forward.
 
     python3 bench/bench_sweep.py --lib build/libflashattn.so --json out/bench.json [--quick]
 """
@@ -119,20 +119,38 @@ class Flashattn:
         return a, workspace
 
 
+# GPU time a timed sample covers: a sample is a batch of back-to-back launches between two events (as FlashAttention's
+# benchmarks time repeated calls), so that a short kernel is not timed together with the host's time to launch it.
+MS_PER_SAMPLE = 5.0
+
+
 def median_ms(fns, warmup, reps):
-    """Median CUDA-event time (ms) of each callable in `fns` (name -> (context, callable): the callable runs inside
-    a fresh `context()`, entered before the start event is recorded). The callables are timed in rounds,
-    one launch each a round, in an order that rotates from round to round, so that clock and temperature drift over
-    the run weigh on every implementation alike (timed one after another, a peer's figure moved by up to 7% between
-    runs). A callable that raises RuntimeError in its warm-up (a backend that cannot take the shape) is left out and
-    its error returned instead of a time."""
+    """Median CUDA-event time (ms) a call of each callable in `fns` (name -> (context, callable): the callable runs
+    inside a fresh `context()`, entered before the start event is recorded). Each sample times a batch of
+    back-to-back calls (about MS_PER_SAMPLE of GPU time, from one call timed alone after warm-up). The callables are
+    sampled in rounds, one sample each a round, in an order that rotates from round to round, so that clock and
+    temperature drift over the run weigh on every implementation alike (timed one after another, a peer's figure
+    moved by up to 7% between runs). A callable that raises RuntimeError in its warm-up (a backend that cannot take
+    the shape) is left out and its error returned instead of a time."""
+
+    def sample(ctx, fn, launches):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with ctx():
+            start.record()
+            for _ in range(launches):
+                fn()
+            stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop) / launches
+
     results, live = {}, {}
     for name, (ctx, fn) in fns.items():
         try:
             with ctx():
                 for _ in range(warmup):
                     fn()
-            live[name] = (ctx, fn)
+            launches = max(1, int(MS_PER_SAMPLE / max(sample(ctx, fn, 1), 1e-3)))
+            live[name] = (ctx, fn, launches)
         except RuntimeError as e:
             results[name] = e
     times = {name: [] for name in live}
@@ -140,14 +158,7 @@ def median_ms(fns, warmup, reps):
     for r in range(reps):
         for i in range(len(names)):
             name = names[(r + i) % len(names)]
-            ctx, fn = live[name]
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            with ctx():
-                start.record()
-                fn()
-                stop.record()
-            stop.synchronize()
-            times[name].append(start.elapsed_time(stop))
+            times[name].append(sample(*live[name]))
     for name in live:
         results[name] = statistics.median(times[name])
     return results
@@ -264,6 +275,7 @@ def main():
             "commit": os.environ.get("FLASHATTN_COMMIT", commit),
             "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
             "dtype": "bfloat16", "tokens": TOKENS, "hidden": HIDDEN, "warmup": warmup, "repetitions": reps,
+            "ms_per_sample": MS_PER_SAMPLE, "timing": "interleaved rounds of batched launches",
         }
         with open(args.json, "w") as fh:
             json.dump({"meta": meta, "summary": summary, "rows": rows}, fh, indent=1)
