@@ -27,6 +27,7 @@
 #include "kernels/common/seq_slice.cuh"
 #include "kernels/common/wgmma_ops.cuh"
 #include "kernels/sm80/warp_tiles.cuh"
+#include "kernels/sm90/timeline.cuh"
 
 namespace flashattn::kernels {
 
@@ -381,6 +382,7 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
     if constexpr (kStaged) {
         if (wide) {
             warpgroup_sync(at.wg);  // every warp's products are done with Q
+            if (at.wg == 0 && at.warp_row0 == 0 && at.group == 0 && at.tig == 0) timeline_mark(kTlEpilogueSynced);
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int r = at.warp_row0 % T::kRowsPerWarpgroup + at.group + 8 * half;
@@ -391,6 +393,7 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
                                                  acc_o[0][dt][2 * half + 1] * inv[half], Elem()));
             }
             warpgroup_sync(at.wg);  // the warpgroup's rows are staged
+            if (at.wg == 0 && at.warp_row0 == 0 && at.group == 0 && at.tig == 0) timeline_mark(kTlEpilogueStaged);
             constexpr int kChunksPerRow = T::kBoxesV * kChunksPerBoxRow;
             const int wg_tid = (at.warp_row0 % T::kRowsPerWarpgroup) * 2 + at.group * 4 + at.tig;  // 0..127
             const int wg_row0 = at.wg * T::kRowsPerWarpgroup;

@@ -262,3 +262,13 @@ void launch_fwd_sm90(const AttnParams& p) {
 int64_t sm90_forward_launches() { return g_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn::kernels
+
+#if defined(FLASHATTN_TIMELINE) && FLASHATTN_TIMELINE
+// The diagnostic build's per-block timestamps (timeline.cuh): rows of kTlEvents 64-bit values for blocks
+// [0, blocks), as the last launch of the specialised kernel left them. Returns 0, or 1 on a CUDA error.
+extern "C" __attribute__((visibility("default"))) int flashattn_debug_timeline(unsigned long long* out, int blocks) {
+    using namespace flashattn::kernels;
+    const size_t rows = static_cast<size_t>(std::min(blocks, kTimelineBlocks));
+    return cudaMemcpyFromSymbol(out, g_timeline, rows * kTlEvents * sizeof(unsigned long long)) == cudaSuccess ? 0 : 1;
+}
+#endif

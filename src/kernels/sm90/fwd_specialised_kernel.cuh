@@ -18,6 +18,7 @@
 #pragma once
 
 #include "kernels/sm90/fwd_kernel.cuh"
+#include "kernels/sm90/timeline.cuh"
 
 namespace flashattn::kernels {
 
@@ -87,6 +88,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     float rescale[T::kMTiles][2];
 
     ptx::mbarrier_wait(&s.q_full, done % 2);
+    if (kStaged && tid == 0) timeline_mark(kTlQArrived);
     if (tiles > 0) {
         // Tile 0: S alone (O is still zero, so no rescale is pending).
         wait_k(0);
@@ -97,6 +99,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         ptx::fence_registers(s_flat);
         release_k(0);
         if (!kStaged && tiles == 1) release_q();
+        if (kStaged && tid == 0) timeline_mark(kTlFirstS);
         prepare_scores<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
         softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         pack_p<T>(a_frag, acc_s);
@@ -134,7 +137,9 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         ptx::fence_registers(o_flat);
         release_v(tiles - 1);
     }
+    if (kStaged && tid == 0) timeline_mark(kTlLastPv);
     store_rows_and_lse<T, kStaged>(acc_o, row_max, row_sum, p, at, s.q[0]);
+    if (kStaged && tid % 128 == 0 && wg < 2) timeline_mark(wg == 0 ? kTlStored0 : kTlStored1);
     if (kStaged) {
         // The output staged in Q was written by ordinary stores and the next Q arrives by the copy engine: each
         // thread orders its stores before the copy engine's writes.
@@ -173,6 +178,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     if (producer) {
         ptx::setmaxnreg_dec<T::kProducerRegs>();
         if (tid != 0) return;
+        if (!kPersistent) timeline_mark(kTlStart);
         int kv = 0, done = 0;
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
             const Sm90Place<T> at = place(t);
@@ -190,6 +196,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 if (i == early) {
                     ptx::mbarrier_wait(&s.q_empty, (done % 2) ^ 1);
                     load_q<T>(s, &map_q, at);
+                    if (!kPersistent) timeline_mark(kTlQIssued);
                 }
                 if (i == tiles) break;
                 const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
@@ -201,6 +208,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             }
             kv += tiles, ++done;
         }
+        if (!kPersistent) timeline_mark(kTlProducerDone);
         return;
     }
 

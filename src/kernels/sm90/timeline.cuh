@@ -1,0 +1,52 @@
+// A diagnostic for the Hopper forward: per-block timestamps of its phases, to see where a short block's time goes
+// (bench/NOTES_sm90.md, v9). Compiled in only by a build with -DFLASHATTN_TIMELINE=1; in every other build each
+// call below is empty and nothing is stored.
+//
+// Block x (x < kTimelineBlocks) of the one-block-a-tile specialised kernel writes row x of g_timeline: the SM's cycle
+// counter (clock64; comparable between blocks of one SM) at each event, the SM's index, and the global nanosecond
+// timer at the block's start. flashattn_debug_timeline (fwd_launch.cu, same build only) copies the rows out.
+#pragma once
+
+#include <cstdint>
+
+namespace flashattn::kernels {
+
+enum TimelineEvent : int {
+    kTlStart,       // the producer's first instruction
+    kTlQIssued,     // the producer has issued Q's copy
+    kTlQArrived,    // consumer warpgroup 0 has seen Q land
+    kTlFirstS,      // ... its first S product is done
+    kTlLastPv,      // ... its last P V product is done
+    kTlStored0,     // ... its output is written
+    kTlStored1,     // consumer warpgroup 1's output is written
+    kTlProducerDone,  // the producer has issued its last copy
+    kTlEpilogueSynced,  // consumer warpgroup 0's warps are all past their last product (the output's first barrier)
+    kTlEpilogueStaged,  // ... its output is in shared memory (the second barrier)
+    kTlSm,          // the SM's index
+    kTlGlobalStart,  // %globaltimer at the block's start (ns)
+    kTlEvents
+};
+constexpr int kTimelineBlocks = 16384;
+
+#if defined(FLASHATTN_TIMELINE) && FLASHATTN_TIMELINE
+__device__ unsigned long long g_timeline[kTimelineBlocks][kTlEvents];
+
+__device__ __forceinline__ void timeline_mark(int event) {
+    if (blockIdx.x >= kTimelineBlocks) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
+    g_timeline[blockIdx.x][event] = t;
+    if (event == kTlStart) {
+        unsigned sm;
+        unsigned long long g;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+        g_timeline[blockIdx.x][kTlSm] = sm;
+        g_timeline[blockIdx.x][kTlGlobalStart] = g;
+    }
+}
+#else
+__device__ __forceinline__ void timeline_mark(int) {}
+#endif
+
+}  // namespace flashattn::kernels
