@@ -21,7 +21,7 @@ import torch
 from bench_sweep import HIDDEN, TOKENS, Flashattn
 
 EVENTS = ["start", "q_issued", "q_arrived", "first_s", "last_pv", "stored0", "stored1", "producer_done",
-          "epilogue_synced", "epilogue_staged", "sm", "global_start"]
+          "epilogue_synced", "epilogue_staged", "placed", "lse_written", "sm", "global_start"]
 MAX_BLOCKS = 16384
 
 
@@ -66,12 +66,14 @@ def main():
     cycles_per_us = statistics.median(rates)
     us = lambda c: c / cycles_per_us
     phases = {
+        "start -> work tile placed (producer)": lambda r: r["placed"] - r["start"],
         "start -> Q issued (producer)": lambda r: r["q_issued"] - r["start"],
         "start -> Q landed (consumer 0)": lambda r: r["q_arrived"] - r["start"],
         "Q landed -> first S done": lambda r: r["first_s"] - r["q_arrived"],
         "first S -> last P V done": lambda r: r["last_pv"] - r["first_s"],
         "last P V -> output written (wg 0)": lambda r: r["stored0"] - r["last_pv"],
-        "  of which: last P V -> all warps past it": lambda r: r["epilogue_synced"] - r["last_pv"],
+        "  of which: last P V -> LSE written": lambda r: r["lse_written"] - r["last_pv"],
+        "  of which: -> all warps past the first barrier": lambda r: r["epilogue_synced"] - r["lse_written"],
         "  of which: -> output staged": lambda r: r["epilogue_staged"] - r["epilogue_synced"],
         "  of which: -> stores issued": lambda r: r["stored0"] - r["epilogue_staged"],
         "last P V -> output written (wg 1)": lambda r: r["stored1"] - r["last_pv"] if r["stored1"] else 0,

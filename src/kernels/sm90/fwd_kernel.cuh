@@ -379,6 +379,7 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
         if (lse && at.tig == 0 && row < at.rows)
             lse[row] = empty ? INFINITY : row_max[0][half] * max_to_natural + logf(sum);
     }
+    if (kStaged && at.wg == 0 && at.warp_row0 == 0 && at.group == 0 && at.tig == 0) timeline_mark(kTlLseWritten);
     if constexpr (kStaged) {
         if (wide) {
             warpgroup_sync(at.wg);  // every warp's products are done with Q

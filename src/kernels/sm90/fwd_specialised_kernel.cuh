@@ -182,6 +182,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         int kv = 0, done = 0;
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
             const Sm90Place<T> at = place(t);
+            if (!kPersistent) timeline_mark(kTlPlaced);
             if (at.rows <= 0) continue;  // a varlen tile past its sequence
             const int tiles = at.n_tile_end - at.n_tile_begin;
             // Round r of a barrier waits for the consumers' release of round r - 1; round 0 passes at once (a fresh

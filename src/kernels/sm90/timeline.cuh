@@ -22,6 +22,8 @@ enum TimelineEvent : int {
     kTlProducerDone,  // the producer has issued its last copy
     kTlEpilogueSynced,  // consumer warpgroup 0's warps are all past their last product (the output's first barrier)
     kTlEpilogueStaged,  // ... its output is in shared memory (the second barrier)
+    kTlPlaced,      // the producer has its work tile's place (before it waits for Q's buffer and issues Q)
+    kTlLseWritten,  // consumer warpgroup 0, thread 0: its LSE rows are written (before the output's first barrier)
     kTlSm,          // the SM's index
     kTlGlobalStart,  // %globaltimer at the block's start (ns)
     kTlEvents
