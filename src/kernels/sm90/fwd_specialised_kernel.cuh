@@ -180,6 +180,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         if (tid != 0) return;
         if (!kPersistent) timeline_mark(kTlStart);
         int kv = 0, done = 0;
+        // The block's first Q goes out before the rest of its place is worked out (one thread's chain of scalar
+        // arithmetic: 0.5 us of the 0.76 us the timeline measured before Q was issued). Without varlen every work
+        // tile has rows, and Q's rows and batch are the grid coordinates'.
+        const bool q_first = !p.is_varlen && blockIdx.x < total;
+        if (q_first) {
+            const Sm90Tile w = sm90_tile(p, blockIdx.x, m_blocks);
+            load_tile<T, T::kBoxes>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, w.m_block * T::kBlockM,
+                                    w.h, w.b);
+            if (!kPersistent) timeline_mark(kTlQIssued);
+        }
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
             const Sm90Place<T> at = place(t);
             if (!kPersistent) timeline_mark(kTlPlaced);
@@ -194,7 +204,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             // overflowed the producer's registers.)
             const int early = done == 0 ? 0 : min(tiles, T::kKStages);
             for (int i = 0; i <= tiles; ++i) {
-                if (i == early) {
+                if (i == early && !(q_first && done == 0)) {
                     ptx::mbarrier_wait(&s.q_empty, (done % 2) ^ 1);
                     load_q<T>(s, &map_q, at);
                     if (!kPersistent) timeline_mark(kTlQIssued);
