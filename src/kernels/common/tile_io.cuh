@@ -112,8 +112,8 @@ __device__ __forceinline__ void load_tile_async(Elem* smem, const Elem* gmem, in
         // With many passes (16 at head dim 256 in 64-row tiles of 128 threads) the row test compares each pass's
         // compile-time row offset with one register, rows_left: written as r0 + i * kRowsPerPass < valid_rows, every
         // pass's row index became a register of its own, live through the caller's whole main loop (15 of the
-        // hd256 forward's, and 1.5-2.7% of its speed). With few passes that form measured faster (hd64 forward, 4
-        // passes: 2-3%), and stays.
+        // hd256 forward's; freeing them measured +0.6 to +2.7% there). With few passes that form measured faster
+        // (hd64 forward, 4 passes: by 1-3%), and stays.
         constexpr bool kManyPasses = kPasses > 8;
         const bool col_valid = c < valid_cols;
         const int rows_left = col_valid ? valid_rows - r0 : 0;

@@ -210,9 +210,12 @@ __device__ __forceinline__ void load_tile(Elem* boxes, int box_elems, const CUte
 
 // Thread 0 only: the block's Q tile; K or V key tile `row` (its first row in the tensor maps) into stage st.
 template <class T>
+__device__ __forceinline__ void load_q_at(Sm90FwdSmem<T>& s, const CUtensorMap* map, int row, int head, int batch) {
+    load_tile<T, T::kBoxes>(s.q[0], T::kQBoxElems, map, &s.q_full, T::kQTileBytes, row, head, batch);
+}
+template <class T>
 __device__ __forceinline__ void load_q(Sm90FwdSmem<T>& s, const CUtensorMap* map, const Sm90Place<T>& at) {
-    load_tile<T, T::kBoxes>(s.q[0], T::kQBoxElems, map, &s.q_full, T::kQTileBytes, at.q_row0 + at.m0, at.h,
-                            at.map_batch);
+    load_q_at<T>(s, map, at.q_row0 + at.m0, at.h, at.map_batch);
 }
 template <class T>
 __device__ __forceinline__ void load_k(Sm90FwdSmem<T>& s, int st, const CUtensorMap* map, int row,
@@ -379,11 +382,12 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
         if (lse && at.tig == 0 && row < at.rows)
             lse[row] = empty ? INFINITY : row_max[0][half] * max_to_natural + logf(sum);
     }
-    if (kStaged && at.wg == 0 && at.warp_row0 == 0 && at.group == 0 && at.tig == 0) timeline_mark(kTlLseWritten);
+    const bool first_thread = at.warp_row0 == 0 && at.group == 0 && at.tig == 0;  // the timeline's marks
+    if (kStaged && first_thread) timeline_mark(kTlLseWritten);
     if constexpr (kStaged) {
         if (wide) {
             warpgroup_sync(at.wg);  // every warp's products are done with Q
-            if (at.wg == 0 && at.warp_row0 == 0 && at.group == 0 && at.tig == 0) timeline_mark(kTlEpilogueSynced);
+            if (first_thread) timeline_mark(kTlEpilogueSynced);
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int r = at.warp_row0 % T::kRowsPerWarpgroup + at.group + 8 * half;
@@ -394,7 +398,7 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
                                                  acc_o[0][dt][2 * half + 1] * inv[half], Elem()));
             }
             warpgroup_sync(at.wg);  // the warpgroup's rows are staged
-            if (at.wg == 0 && at.warp_row0 == 0 && at.group == 0 && at.tig == 0) timeline_mark(kTlEpilogueStaged);
+            if (first_thread) timeline_mark(kTlEpilogueStaged);
             constexpr int kChunksPerRow = T::kBoxesV * kChunksPerBoxRow;
             const int wg_tid = (at.warp_row0 % T::kRowsPerWarpgroup) * 2 + at.group * 4 + at.tig;  // 0..127
             const int wg_row0 = at.wg * T::kRowsPerWarpgroup;

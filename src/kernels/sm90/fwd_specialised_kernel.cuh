@@ -18,7 +18,6 @@
 #pragma once
 
 #include "kernels/sm90/fwd_kernel.cuh"
-#include "kernels/sm90/timeline.cuh"
 
 namespace flashattn::kernels {
 
@@ -186,8 +185,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         const bool q_first = !p.is_varlen && blockIdx.x < total;
         if (q_first) {
             const Sm90Tile w = sm90_tile(p, blockIdx.x, m_blocks);
-            load_tile<T, T::kBoxes>(s.q[0], T::kQBoxElems, &map_q, &s.q_full, T::kQTileBytes, w.m_block * T::kBlockM,
-                                    w.h, w.b);
+            load_q_at<T>(s, &map_q, w.m_block * T::kBlockM, w.h, w.b);
             if (!kPersistent) timeline_mark(kTlQIssued);
         }
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
