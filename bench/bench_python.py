@@ -4,8 +4,8 @@
 
 FlashAttention's standard sweep, as bench/bench_sweep.py: bf16, batch * seqlen = 16384, hidden 2048 (nheads =
 2048 / head dim), head dims 64/128/256, seqlen 512..16384, causal off/on. TFLOP/s by FlashAttention's formula:
-forward 4*b*s*s*h*d (halved when causal), backward 2.5x forward. Times are medians of CUDA-event timings after
-warm-up. The inputs require grad, so the forward is timed as in training (saving what the backward needs). The
+forward 4*b*s*s*h*d (halved when causal), backward 2.5x forward. Times are medians of CUDA-event timings of batches
+of back-to-back calls after warm-up (bench_sweep.median_ms), one implementation after another. The inputs require grad, so the forward is timed as in training (saving what the backward needs). The
 backward is timed on its own: one forward builds the autograd graph, then
 `torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)` is timed repeatedly on it (for all three
 implementations alike). Unlike bench_sweep.py (the C ABI, outputs preallocated) this measures what a PyTorch user
@@ -21,6 +21,7 @@ Writes $OUT/bench_python.json ({"meta", "summary", "records"}: one record per hd
 implementation, with ms and tflops) and $OUT/bench_python.png (rows forward/backward, columns head dim).
 """
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -59,20 +60,28 @@ def first_line(err):
     return (str(err).splitlines() or [type(err).__name__])[0]
 
 
+def single_median_ms(fn, warmup, reps):
+    """bench_sweep.median_ms for one callable; its warm-up's RuntimeError is raised."""
+    t = median_ms({"fn": (contextlib.nullcontext, fn)}, warmup, reps)["fn"]
+    if isinstance(t, Exception):
+        raise t
+    return t
+
+
 def measure(forward, inputs, dout, warmup, reps):
     """{direction: (median ms or None, error or None)} for one implementation's forward (a callable)."""
     import torch
 
     results = {}
     try:
-        results["fwd"] = (median_ms(forward, warmup, reps), None)
+        results["fwd"] = (single_median_ms(forward, warmup, reps), None)
     except RuntimeError as err:  # the shape refused (flashattn.Error and out-of-memory are RuntimeErrors too)
         results["fwd"] = (None, first_line(err))
     try:
         # One forward, then the backward alone, repeatedly on the same graph (retain_graph keeps its saved tensors).
         out = forward()
-        results["bwd"] = (median_ms(lambda: torch.autograd.grad(out, inputs, dout, retain_graph=True), warmup, reps),
-                          None)
+        results["bwd"] = (single_median_ms(lambda: torch.autograd.grad(out, inputs, dout, retain_graph=True), warmup,
+                                           reps), None)
     except RuntimeError as err:
         results["bwd"] = (None, first_line(err))
     return results
