@@ -14,6 +14,7 @@ Prints, per shape, TFLOP/s (FlashAttention's formula) of each variant and its ra
 --json.
 """
 import argparse
+import contextlib
 import ctypes
 import json
 import math
@@ -24,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench_sweep import HIDDEN, TOKENS, Flashattn, flops_forward
+from bench_sweep import HIDDEN, TOKENS, Flashattn, flops_forward, interleaved_samples
 
 
 def parse_variant(text):
@@ -35,22 +36,13 @@ def parse_variant(text):
     return name, path, pairs
 
 
-def batch_ms(fn, launches):
-    """Milliseconds a call, over `launches` back-to-back calls between two events."""
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(launches):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) / launches
-
-
-def with_env(env, fn):
+@contextlib.contextmanager
+def env_set(env):
+    """The environment variables of `env` set for the duration (the library reads them at each launch)."""
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        return fn()
+        yield
     finally:
         for k, v in saved.items():
             if v is None:
@@ -105,7 +97,8 @@ def main():
                     if args.direction == "fwd":
                         fn = run_f
                     else:
-                        with_env(env, run_f)  # out and lse for the backward
+                        with env_set(env):
+                            run_f()  # out and lse for the backward
                         bwd, ws = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal)
                         keep.append((bwd, ws))
                         fn = lambda fa=fa, bwd=bwd: fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd")
@@ -127,18 +120,11 @@ def main():
                         calls.append((anchor + "+fwd", anchor_fwd_bwd, {}))
                         calls.append((anchor + ":fwd", anchor_fwd, {}))
                 # Launches a round: about ms_per_round of GPU time, from one timed call after warm-up.
-                per_call = []
-                for name, fn, env in calls:
-                    with_env(env, lambda: [fn() for _ in range(3)])
-                    per_call.append(with_env(env, lambda: batch_ms(fn, 1)))
-                launches = [max(1, int(args.ms_per_round / max(t, 1e-3))) for t in per_call]
-                times = {name: [] for name, _, _ in calls}
-                for r in range(args.rounds):
-                    order = list(range(len(calls)))
-                    order = order[r % len(order):] + order[:r % len(order)]
-                    for i in order:
-                        name, fn, env = calls[i]
-                        times[name].append(with_env(env, lambda: batch_ms(fn, launches[i])))
+                times = interleaved_samples({name: (lambda env=env: env_set(env), fn) for name, fn, env in calls},
+                                            warmup=3, rounds=args.rounds, ms_per_sample=args.ms_per_round)
+                for x in times.values():
+                    if isinstance(x, Exception):  # every variant and the anchor must run the shape
+                        raise x
                 row = {"hdim": d, "seqlen": s, "causal": causal, "batch": b, "nheads": h, "direction": args.direction}
                 for name in times:
                     t = statistics.median(times[name])

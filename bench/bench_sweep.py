@@ -124,24 +124,29 @@ class Flashattn:
 MS_PER_SAMPLE = 5.0
 
 
-def median_ms(fns, warmup, reps):
-    """Median CUDA-event time (ms) a call of each callable in `fns` (name -> (context, callable): the callable runs
-    inside a fresh `context()`, entered before the start event is recorded). Each sample times a batch of
-    back-to-back calls (about MS_PER_SAMPLE of GPU time, from one call timed alone after warm-up). The callables are
-    sampled in rounds, one sample each a round, in an order that rotates from round to round, so that clock and
-    temperature drift over the run weigh on every implementation alike (timed one after another, a peer's figure
-    moved by up to 7% between runs). A callable that raises RuntimeError in its warm-up (a backend that cannot take
-    the shape) is left out and its error returned instead of a time."""
+def batch_ms(fn, launches):
+    """Milliseconds a call, over `launches` back-to-back calls between two CUDA events."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(launches):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / launches
+
+
+def interleaved_samples(fns, warmup, rounds, ms_per_sample=MS_PER_SAMPLE):
+    """Timed samples (ms a call) of each callable in `fns` (name -> (context, callable): the callable runs inside a
+    fresh `context()`, entered before the start event is recorded). Each sample times a batch of back-to-back calls
+    (about ms_per_sample of GPU time, from one call timed alone after warm-up). The callables are sampled in rounds,
+    one sample each a round, in an order that rotates from round to round, so that clock and temperature drift over
+    the run weigh on every implementation alike (timed one after another, a peer's figure moved by up to 7% between
+    runs). A callable that raises RuntimeError in its warm-up (a backend that cannot take the shape) is left out and
+    its error returned instead of a list of samples."""
 
     def sample(ctx, fn, launches):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with ctx():
-            start.record()
-            for _ in range(launches):
-                fn()
-            stop.record()
-        stop.synchronize()
-        return start.elapsed_time(stop) / launches
+            return batch_ms(fn, launches)
 
     results, live = {}, {}
     for name, (ctx, fn) in fns.items():
@@ -149,19 +154,24 @@ def median_ms(fns, warmup, reps):
             with ctx():
                 for _ in range(warmup):
                     fn()
-            launches = max(1, int(MS_PER_SAMPLE / max(sample(ctx, fn, 1), 1e-3)))
+            launches = max(1, int(ms_per_sample / max(sample(ctx, fn, 1), 1e-3)))
             live[name] = (ctx, fn, launches)
         except RuntimeError as e:
             results[name] = e
-    times = {name: [] for name in live}
     names = list(live)
-    for r in range(reps):
+    for name in names:
+        results[name] = []
+    for r in range(rounds):
         for i in range(len(names)):
             name = names[(r + i) % len(names)]
-            times[name].append(sample(*live[name]))
-    for name in live:
-        results[name] = statistics.median(times[name])
+            results[name].append(sample(*live[name]))
     return results
+
+
+def median_ms(fns, warmup, reps):
+    """The median of each callable's interleaved_samples (or its warm-up's RuntimeError)."""
+    return {name: x if isinstance(x, Exception) else statistics.median(x)
+            for name, x in interleaved_samples(fns, warmup, reps).items()}
 
 
 def flops_forward(b, s, h, d, causal):
