@@ -50,10 +50,11 @@ void launch_bwd_sm80(const AttnParams& p, const BwdPlan& plan) {
     float* softmax_d = plan.softmax_d;
 
     const int64_t row_heads = q_rows(p) * p.nheads;
-    const int64_t pre_blocks = (row_heads * 32 + kPrePostThreads - 1) / kPrePostThreads;
+    const int pre_lanes = bwd_preprocess_lanes(p.head_dim_v);
+    const int64_t pre_blocks = (row_heads * pre_lanes + kPrePostThreads - 1) / kPrePostThreads;
     if (pre_blocks > 0) {
         bwd_preprocess_kernel<Elem><<<static_cast<unsigned>(pre_blocks), kPrePostThreads, 0, stream>>>(
-            p, softmax_d, dq_accum, plan.split_stride, plan.n_splits, kHeadDim);
+            p, softmax_d, dq_accum, plan.split_stride, plan.n_splits, kHeadDim, pre_lanes);
         check_cuda(cudaGetLastError(), "backward pre-pass launch");
     }
 

@@ -49,39 +49,49 @@ __device__ __forceinline__ void unpack8(const uint4& v, __nv_bfloat16, float (&f
     }
 }
 
-// One warp per (row, head): lane c reads chunk c of dO and O (head_dim_v <= 256 is at most 32 chunks).
+// A group of `lanes` lanes (a power of two, at least head_dim_v / 8) per (row, head), 32 / lanes groups a warp: lane
+// c of a group reads chunk c of dO and O. Narrow heads thus keep every lane of a warp loading (one warp per row left
+// three quarters of the lanes idle at head dim 64).
 template <typename Elem>
 __global__ void bwd_preprocess_kernel(const AttnParams p, float* softmax_d, float* dq_accum, int64_t split_stride,
-                                      int n_splits, int acc_hdim) {
-    const int64_t warp_id = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
-    const int lane = threadIdx.x % 32;
+                                      int n_splits, int acc_hdim, int lanes) {
+    const int64_t thread = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+    const int64_t row_head = thread / lanes;
+    const int c = static_cast<int>(thread % lanes);
     const int64_t rows = q_rows(p);
-    if (warp_id >= rows * p.nheads) return;
-    const int64_t r = warp_id / p.nheads;
-    const int h = static_cast<int>(warp_id - r * p.nheads);
+    const bool live = row_head < rows * p.nheads;  // every lane stays for the shuffles
+    const int64_t r = live ? row_head / p.nheads : 0;
+    const int h = static_cast<int>(row_head - (row_head / p.nheads) * p.nheads);
     int64_t b, i;
     split_row(p, r, b, i);
     float dot = 0.f;
-    if (lane * kElemsPerChunk < p.head_dim_v) {
+    if (live && c * kElemsPerChunk < p.head_dim_v) {
         const Elem* dout = static_cast<const Elem*>(p.dout) + b * p.dout_batch_stride + i * p.dout_row_stride +
-                           h * p.dout_head_stride + lane * kElemsPerChunk;
+                           h * p.dout_head_stride + c * kElemsPerChunk;
         const Elem* out = static_cast<const Elem*>(p.out) + b * p.out_batch_stride + i * p.out_row_stride +
-                          h * p.out_head_stride + lane * kElemsPerChunk;
+                          h * p.out_head_stride + c * kElemsPerChunk;
         float x[kElemsPerChunk], y[kElemsPerChunk];
         unpack8(*reinterpret_cast<const uint4*>(dout), Elem(), x);
         unpack8(*reinterpret_cast<const uint4*>(out), Elem(), y);
 #pragma unroll
         for (int e = 0; e < kElemsPerChunk; ++e) dot += x[e] * y[e];
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-    if (lane == 0) softmax_d[b * p.lse_batch_stride + h * p.lse_head_stride + i] = dot;
+    for (int offset = lanes / 2; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    if (!live) return;
+    if (c == 0) softmax_d[b * p.lse_batch_stride + h * p.lse_head_stride + i] = dot;
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int s = 0; s < n_splits; ++s) {
         float4* acc =
             reinterpret_cast<float4*>(dq_accum + s * split_stride + (accum_row_of(p, r) * p.nheads + h) * acc_hdim);
-        for (int c = lane; c < acc_hdim / kFloatsPerChunk; c += 32) acc[c] = zero;
+        for (int j = c; j < acc_hdim / kFloatsPerChunk; j += lanes) acc[j] = zero;
     }
+}
+
+// The pre-pass's lanes a (row, head): head_dim_v / 8 chunks rounded up to a power of two.
+inline int bwd_preprocess_lanes(int head_dim_v) {
+    int lanes = 1;
+    while (lanes * kElemsPerChunk < head_dim_v) lanes *= 2;
+    return lanes;
 }
 
 // One thread per 8 dQ elements (half c % 2 of column group c / 2, bwd_plan.h): four 8-byte accumulator reads per
