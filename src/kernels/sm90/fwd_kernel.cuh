@@ -218,16 +218,34 @@ __device__ __forceinline__ void load_q(Sm90FwdSmem<T>& s, const CUtensorMap* map
     load_q_at<T>(s, map, at.q_row0 + at.m0, at.h, at.map_batch);
 }
 template <class T>
+__device__ __forceinline__ void load_k_at(Sm90FwdSmem<T>& s, int st, const CUtensorMap* map, int row, int head_k,
+                                          int batch) {
+    load_tile<T, T::kBoxes>(s.k[st][0], T::kKvBoxElems, map, &s.k_full[st], T::kKTileBytes, row, head_k, batch);
+}
+template <class T>
+__device__ __forceinline__ void load_v_at(Sm90FwdSmem<T>& s, int st, const CUtensorMap* map, int row, int head_k,
+                                          int batch) {
+    load_tile<T, T::kBoxesV>(s.v[st][0], T::kKvBoxElems, map, &s.v_full[st], T::kVTileBytes, row, head_k, batch);
+}
+template <class T>
 __device__ __forceinline__ void load_k(Sm90FwdSmem<T>& s, int st, const CUtensorMap* map, int row,
                                        const Sm90Place<T>& at) {
-    load_tile<T, T::kBoxes>(s.k[st][0], T::kKvBoxElems, map, &s.k_full[st], T::kKTileBytes, row, at.hk,
-                            at.map_batch);
+    load_k_at<T>(s, st, map, row, at.hk, at.map_batch);
 }
 template <class T>
 __device__ __forceinline__ void load_v(Sm90FwdSmem<T>& s, int st, const CUtensorMap* map, int row,
                                        const Sm90Place<T>& at) {
-    load_tile<T, T::kBoxesV>(s.v[st][0], T::kKvBoxElems, map, &s.v_full[st], T::kVTileBytes, row, at.hk,
-                             at.map_batch);
+    load_v_at<T>(s, st, map, row, at.hk, at.map_batch);
+}
+
+// Whether a work tile's first key tile is key tile 0 of its (batch, kv head) and it has one, decided from the
+// parameters and the tile's first row alone (no sequence slice): true without varlen, seqused_k and a left window,
+// where a row sees keys from 0 on, when the tile's last row sees key 0 (visible_keys with window_left < 0).
+template <class T>
+__device__ __forceinline__ bool first_key_tile_is_zero(const AttnParams& p, int m0) {
+    if (p.is_varlen || p.seqused_k != nullptr || p.window_left >= 0 || p.seqlen_k <= 0) return false;
+    const int64_t last_row = min(m0 + T::kBlockM, p.seqlen_q) - 1;
+    return p.window_right < 0 || last_row + p.seqlen_k - p.seqlen_q + p.window_right + 1 > 0;
 }
 
 // Varlen: the rows of the last key tile past the sequence's keys are the next sequence's (or rows seqused_k leaves

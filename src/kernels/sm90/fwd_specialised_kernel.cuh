@@ -182,11 +182,20 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         // The block's first Q goes out before the rest of its place is worked out (one thread's chain of scalar
         // arithmetic: 0.5 us of the 0.76 us the timeline measured before Q was issued). Without varlen every work
         // tile has rows, and Q's rows and batch are the grid coordinates'.
+        // Where the parameters alone say that its first key tile is tile 0, that tile's K and V go out right after Q
+        // (into stage 0, free in a fresh block).
         const bool q_first = !p.is_varlen && blockIdx.x < total;
+        bool kv_first = false;
         if (q_first) {
             const Sm90Tile w = sm90_tile(p, blockIdx.x, m_blocks);
             load_q_at<T>(s, &map_q, w.m_block * T::kBlockM, w.h, w.b);
             if (!kPersistent) timeline_mark(kTlQIssued);
+            kv_first = first_key_tile_is_zero<T>(p, w.m_block * T::kBlockM);
+            if (kv_first) {
+                const int hk = w.h / (p.nheads / p.nheads_k);
+                load_k_at<T>(s, 0, &map_k, 0, hk, w.b);
+                load_v_at<T>(s, 0, &map_v, 0, hk, w.b);
+            }
         }
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
             const Sm90Place<T> at = place(t);
@@ -208,6 +217,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                     if (!kPersistent) timeline_mark(kTlQIssued);
                 }
                 if (i == tiles) break;
+                if (i == 0 && done == 0 && kv_first) continue;  // issued with Q
                 const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
                 const int g = kv + i, ks = g % T::kKStages, vs = g % T::kVStages;
                 ptx::mbarrier_wait(&s.k_empty[ks], ((g / T::kKStages) % 2) ^ 1);
