@@ -179,21 +179,39 @@ def flops_forward(b, s, h, d, causal):
     return f / 2 if causal else f
 
 
-def run_config(fa, d, s, causal, warmup, reps, backward=True):
+def sweep_inputs(d, s):
+    """The sweep's inputs at head dim d and seqlen s: (batch, nheads, q, k, v, dout), bf16 (batch, seqlen, nheads,
+    head dim), random from a generator seeded by the shape."""
     b, h = TOKENS // s, HIDDEN // d
     gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
     q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
-    f = flops_forward(b, s, h, d, causal)
-    row = {"hdim": d, "seqlen": s, "causal": causal, "batch": b, "nheads": h}
+    return b, h, q, k, v, dout
 
-    # flashattn, through the C ABI
+
+def flashattn_calls(fa, q, k, v, dout, causal):
+    """flashattn's forward and backward on these inputs through the C ABI, as two callables; the outputs, gradients
+    and workspace are allocated here and kept alive by the callables. The backward reads the out and LSE that the
+    last forward wrote."""
+    b, s, h, _ = q.shape
     out = torch.empty_like(q)
     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     fwd = fa.make_fwd(q, k, v, out, lse, causal)
-    bwd, _workspace = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal)
-    ours_f = lambda: fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd")
-    ours_fb = lambda: (ours_f(), fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd"))
+    bwd, workspace = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal)
+    keep = (out, lse, dq, dk, dv, workspace)  # the C ABI structs hold their addresses only
+    forward = lambda keep=keep: fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd")
+    backward = lambda keep=keep: fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd")
+    return forward, backward
+
+
+def run_config(fa, d, s, causal, warmup, reps, backward=True):
+    b, h, q, k, v, dout = sweep_inputs(d, s)
+    f = flops_forward(b, s, h, d, causal)
+    row = {"hdim": d, "seqlen": s, "causal": causal, "batch": b, "nheads": h}
+
+    # flashattn, through the C ABI
+    ours_f, ours_b = flashattn_calls(fa, q, k, v, dout, causal)
+    ours_fb = lambda: (ours_f(), ours_b())
     fwd_fns = {"flashattn": (contextlib.nullcontext, ours_f)}
     fb_fns = {"flashattn": (contextlib.nullcontext, ours_fb)}
 

@@ -12,7 +12,6 @@ FlashAttention's formula (backward 2.5x forward) and the ratio flashattn / peer 
 """
 import argparse
 import contextlib
-import ctypes
 import json
 import statistics
 
@@ -20,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench_sweep import HIDDEN, TOKENS, Flashattn, flops_forward, interleaved_samples
+from bench_sweep import Flashattn, flashattn_calls, flops_forward, interleaved_samples, sweep_inputs
 
 
 def main():
@@ -37,16 +36,8 @@ def main():
     for spec in args.shape:
         d, s, c = (int(x) for x in spec.split(":"))
         causal = bool(c)
-        b, h = TOKENS // s, HIDDEN // d
-        gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
-        q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
-        out = torch.empty_like(q)
-        lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        fwd = fa.make_fwd(q, k, v, out, lse, causal)
-        bwd, _ws = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal)
-        ours_f = lambda: fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd")
-        ours_b = lambda: fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd")
+        b, h, q, k, v, dout = sweep_inputs(d, s)
+        ours_f, ours_b = flashattn_calls(fa, q, k, v, dout, causal)
         ours_f()
         none = contextlib.nullcontext
         fns = {"flashattn:f": (none, ours_f), "flashattn:fb": (none, lambda: (ours_f(), ours_b())),

@@ -11,14 +11,13 @@ speed figure: the profiler adds gaps between launches, so the sum is not the swe
 """
 import argparse
 import collections
-import ctypes
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from bench_sweep import HIDDEN, TOKENS, Flashattn, batch_ms
+from bench_sweep import Flashattn, batch_ms, flashattn_calls, sweep_inputs
 
 CALLS = 20
 
@@ -61,17 +60,10 @@ def main():
     for spec in args.shape:
         d, s, c = (int(x) for x in spec.split(":"))
         causal = bool(c)
-        b, h = TOKENS // s, HIDDEN // d
-        gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
-        q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
-        out = torch.empty_like(q)
-        lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        fwd = fa.make_fwd(q, k, v, out, lse, causal)
-        bwd, _ws = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal)
-        fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd")
-        ours = {"fwd": lambda: fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd"),
-                "bwd": lambda: fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd")}[args.direction]
+        b, h, q, k, v, dout = sweep_inputs(d, s)
+        ours_f, ours_b = flashattn_calls(fa, q, k, v, dout, causal)
+        ours_f()
+        ours = ours_f if args.direction == "fwd" else ours_b
         qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
         dot = dout.transpose(1, 2)
         print(f"== hd{d} seqlen {s} {'causal' if causal else 'non-causal'} (batch {b}, {h} heads), {args.direction}, "

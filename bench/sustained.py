@@ -10,7 +10,6 @@ methods comes from the clock the GPU holds under that kernel's load.
     python3 bench/sustained.py --lib build/libflashattn.so --shape 256:16384:0
 """
 import argparse
-import ctypes
 import statistics
 import subprocess
 import time
@@ -19,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench_sweep import HIDDEN, TOKENS, Flashattn
+from bench_sweep import Flashattn, flashattn_calls, sweep_inputs
 from kernel_times import kernel_us
 
 SAMPLE_MS = 50
@@ -35,16 +34,10 @@ def main():
     fa = Flashattn(args.lib)
     d, s, c = (int(x) for x in args.shape.split(":"))
     causal = bool(c)
-    b, h = TOKENS // s, HIDDEN // d
-    gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
-    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
-    out = torch.empty_like(q)
-    lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    fwd = fa.make_fwd(q, k, v, out, lse, causal)
-    bwd, _ws = fa.make_bwd(dout, q, k, v, out, lse, dq, dk, dv, causal)
-    fa.check(fa.lib.flashattn_forward(ctypes.byref(fwd)), "fwd")
-    fns = {"flashattn": lambda: fa.check(fa.lib.flashattn_backward(ctypes.byref(bwd)), "bwd")}
+    _, _, q, k, v, dout = sweep_inputs(d, s)
+    ours_f, ours_b = flashattn_calls(fa, q, k, v, dout, causal)
+    ours_f()
+    fns = {"flashattn": ours_b}
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
     dot = dout.transpose(1, 2)
     for name, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
