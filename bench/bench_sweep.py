@@ -179,6 +179,12 @@ def flops_forward(b, s, h, d, causal):
     return f / 2 if causal else f
 
 
+def parse_shape(spec):
+    """(head dim, seqlen, causal) from "hdim:seqlen:causal" (causal 0 or 1), the --shape arguments of the tools."""
+    d, s, c = (int(x) for x in spec.split(":"))
+    return d, s, bool(c)
+
+
 def sweep_inputs(d, s):
     """The sweep's inputs at head dim d and seqlen s: (batch, nheads, q, k, v, dout), bf16 (batch, seqlen, nheads,
     head dim), random from a generator seeded by the shape."""

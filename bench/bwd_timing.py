@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench_sweep import Flashattn, flashattn_calls, flops_forward, interleaved_samples, sweep_inputs
+from bench_sweep import Flashattn, flashattn_calls, flops_forward, interleaved_samples, parse_shape, sweep_inputs
 
 
 def main():
@@ -34,8 +34,7 @@ def main():
     print(f"{'hdim':>4} {'seqlen':>6} {'causal':>6} | {'method':>10} | {'flashattn':>9} {'fa2':>9} {'cudnn':>9} | "
           f"{'x fa2':>6} {'x cudnn':>7}")
     for spec in args.shape:
-        d, s, c = (int(x) for x in spec.split(":"))
-        causal = bool(c)
+        d, s, causal = parse_shape(spec)
         b, h, q, k, v, dout = sweep_inputs(d, s)
         ours_f, ours_b = flashattn_calls(fa, q, k, v, dout, causal)
         ours_f()

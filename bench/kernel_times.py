@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from bench_sweep import Flashattn, batch_ms, flashattn_calls, sweep_inputs
+from bench_sweep import Flashattn, batch_ms, flashattn_calls, parse_shape, sweep_inputs
 
 CALLS = 20
 
@@ -58,8 +58,7 @@ def main():
     args = ap.parse_args()
     fa = Flashattn(args.lib)
     for spec in args.shape:
-        d, s, c = (int(x) for x in spec.split(":"))
-        causal = bool(c)
+        d, s, causal = parse_shape(spec)
         b, h, q, k, v, dout = sweep_inputs(d, s)
         ours_f, ours_b = flashattn_calls(fa, q, k, v, dout, causal)
         ours_f()

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench_sweep import Flashattn, flashattn_calls, sweep_inputs
+from bench_sweep import Flashattn, flashattn_calls, parse_shape, sweep_inputs
 from kernel_times import kernel_us
 
 SAMPLE_MS = 50
@@ -32,8 +32,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=2.0)
     args = ap.parse_args()
     fa = Flashattn(args.lib)
-    d, s, c = (int(x) for x in args.shape.split(":"))
-    causal = bool(c)
+    d, s, causal = parse_shape(args.shape)
     _, _, q, k, v, dout = sweep_inputs(d, s)
     ours_f, ours_b = flashattn_calls(fa, q, k, v, dout, causal)
     ours_f()
