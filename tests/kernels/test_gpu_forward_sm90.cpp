@@ -2,7 +2,7 @@
 // takes (float16/bfloat16, head dims up to 256 and 192/128 for q-k/v, causal and window masks, softcap, ALiBi, GQA,
 // varlen, odd lengths), each run with FLASHATTN_FORWARD_PATH=sm90 in every schedule (FLASHATTN_SM90_SCHEDULE:
 // serial1, specialised, specialised_free, specialised3 (three consumer warpgroups at head dim 64); specialised also
-// persistent, FLASHATTN_SM90_PERSISTENT=1, with 128-key tiles everywhere, FLASHATTN_SM90_BLOCK_N=128, and with the
+// persistent, FLASHATTN_SM90_PERSISTENT=1 (up to head dim 128 without varlen; elsewhere the one-tile kernel), with 128-key tiles everywhere, FLASHATTN_SM90_BLOCK_N=128, and with the
 // wider tiles everywhere, masks included, =wide, which the default takes only without masks and from 4096 keys) and checked to have launched the Hopper kernel rather than the Ampere fallback.
 // Skipped, saying why, where the device is not compute capability 9.0 or sm_90a was not compiled.
 #include <cuda_runtime.h>
@@ -140,6 +140,12 @@ std::vector<AttnCase> sm90_cases() {
     // Head dim 256 with masks and GQA.
     cases.push_back({.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .nheads = 8, .nheads_k = 2,
                      .head_dim = 256, .causal = true});
+    // Enough work tiles (288 of 128 rows) that the persistent kernel's blocks (one an SM) run up to three: both of
+    // its Q tiles are reused and their mbarriers change phase; the last row block of each head is partial.
+    cases.push_back({.dtype = kBF16, .batch = 4, .seqlen_q = 301, .seqlen_k = 301, .nheads = 24, .nheads_k = 24,
+                     .head_dim = 128, .tag = "many_tiles"});
+    cases.push_back({.dtype = kF16, .batch = 4, .seqlen_q = 301, .seqlen_k = 517, .nheads = 24, .nheads_k = 8,
+                     .head_dim = 64, .causal = true, .tag = "many_tiles"});
     cases.push_back({.dtype = kF16, .seqlen_q = 113, .seqlen_k = 512, .head_dim = 256, .window_left = 32,
                      .window_right = 16});
     return cases;

@@ -165,6 +165,31 @@ TEST(Sm90Eligibility, WideKeyTilesFollowMasksHeadDimAndLength) {
     EXPECT_FALSE(wide(16384, 256, 4096, kCausal));       // a window
 }
 
+// The persistent kernel by default (sm90_default_persistent): head dims 65-128, rows seeing up to 2048 keys on average
+// (causal halves the mean), not varlen, an output whose strides the copy engine can step.
+TEST(Sm90Eligibility, PersistentByDefaultForShortRowsAtHeadDims65To128) {
+    auto persistent = [](int seqlen, int head_dim, int window_right) {
+        AttnParams p = dense(2, seqlen, seqlen, 8, 8, head_dim, head_dim);
+        p.window_right = window_right;
+        return sm90_default_persistent(p);
+    };
+    constexpr int kUnbounded = -1, kCausal = 0;
+    EXPECT_TRUE(persistent(512, 128, kUnbounded));
+    EXPECT_TRUE(persistent(2048, 128, kUnbounded));
+    EXPECT_FALSE(persistent(4096, 128, kUnbounded));
+    EXPECT_TRUE(persistent(2048, 128, kCausal));
+    EXPECT_FALSE(persistent(4096, 128, kCausal));  // 2049 keys a row on average (16 rows sampled)
+    EXPECT_FALSE(persistent(8192, 128, kCausal));
+    EXPECT_TRUE(persistent(1000, 72, kUnbounded));
+    EXPECT_FALSE(persistent(512, 64, kUnbounded));
+    EXPECT_FALSE(persistent(512, 256, kUnbounded));
+    AttnParams p = dense(2, 512, 512, 8, 8, 128, 128);
+    p.out_row_stride += 2;  // 4-byte aligned rows: not a tensor map's stride
+    EXPECT_FALSE(sm90_default_persistent(p));
+    p = dense(2, 512, 512, 8, 8, 192, 128);
+    EXPECT_FALSE(sm90_default_persistent(p));
+}
+
 }  // namespace
 }  // namespace flashattn::kernels
 #endif

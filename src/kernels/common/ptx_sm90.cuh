@@ -127,6 +127,39 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t
 #endif
 }
 
+// Copy the box at (x innermost, y, z, w) of `map` from shared memory (byte address src, the box's swizzled layout) to
+// global memory, as one operation of this thread's current bulk async-group; parts of the box outside the tensor are
+// not written.
+__device__ __forceinline__ void tma_store_4d(const void* map, uint32_t src, int x, int y, int z, int w) {
+#if FLASHATTN_SM90
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map),
+                 "r"(src), "r"(x), "r"(y), "r"(z), "r"(w)
+                 : "memory");
+#else
+    (void)map, (void)src, (void)x, (void)y, (void)z, (void)w;
+    __trap();
+#endif
+}
+
+// Close this thread's current bulk async-group (the stores issued since the last commit).
+__device__ __forceinline__ void bulk_commit_group() {
+#if FLASHATTN_SM90
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
+// Wait until every bulk async-group of this thread has read its shared-memory source (the memory may then be reused
+// or the block may exit; the global writes complete on their own).
+__device__ __forceinline__ void bulk_wait_group_read_all() {
+#if FLASHATTN_SM90
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
 // Shared memory written by ordinary stores that the copy engine or wgmma reads next: each writing thread fences
 // before the barrier that hands the data over.
 __device__ __forceinline__ void fence_proxy_async_shared() {

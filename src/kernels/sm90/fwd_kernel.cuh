@@ -89,23 +89,25 @@ struct Sm90FwdTraits {
                   "the producer's and consumers' budgets fit the registers the block was launched with");
 };
 
-template <class T>
+// kQBuffers: Q tiles. The persistent kernel keeps two, so that the next work tile's Q arrives while the current one
+// computes and its output, staged in the current Q tile, is stored by the copy engine.
+template <class T, int kQBuffers = 1>
 struct Sm90FwdSmem {
     using Elem = typename T::Elem;
-    alignas(kSm90SmemAlign) Elem q[T::kBoxes][T::kQBoxElems];
+    alignas(kSm90SmemAlign) Elem q[kQBuffers][T::kBoxes][T::kQBoxElems];
     alignas(kSm90SmemAlign) Elem k[T::kKStages][T::kBoxes][T::kKvBoxElems];
     alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxesV][T::kKvBoxElems];
-    uint64_t q_full;
+    uint64_t q_full[kQBuffers];
     uint64_t k_full[T::kKStages];
     uint64_t v_full[T::kVStages];
     uint64_t k_empty[T::kKStages];  // with a producer: the consumers' warps have finished reading the stage
     uint64_t v_empty[T::kVStages];
-    uint64_t q_empty;  // with a producer: the consumers are done with the Q tile (and the output staged in it)
+    uint64_t q_empty[kQBuffers];  // with a producer: the consumers are done with the Q tile and the output staged in it
 };
 
-template <class T>
+template <class T, int kQBuffers = 1>
 constexpr int sm90_fwd_smem_bytes() {
-    return static_cast<int>(sizeof(Sm90FwdSmem<T>)) + kSm90SmemAlign;  // room to align the dynamic base
+    return static_cast<int>(sizeof(Sm90FwdSmem<T, kQBuffers>)) + kSm90SmemAlign;  // room to align the dynamic base
 }
 
 // ----- the steps both kernels are made of -------------------------------------------------------------------------
@@ -170,6 +172,16 @@ __device__ __forceinline__ Sm90Tile sm90_tile(const AttnParams& p, int t, int m_
     const int bh = t / m_blocks, m = t % m_blocks;
     return {p.causal ? m_blocks - 1 - m : m, bh / p.nheads, bh % p.nheads};
 }
+// The j-th work tile of this block, where blocks loop over the tiles (the persistent kernel; a grid of one block a tile
+// takes tile blockIdx.x at j = 0 and stops): rounds of gridDim.x tiles, taken forwards and backwards in turn (block
+// b: b, 2G - 1 - b, 2G + b, ...), so that a block that had one of the heaviest causal row blocks of a round gets one
+// of the lightest of the next. Plain strides gave a block the same row block of every (batch, head) whenever the grid
+// was a multiple of their count (132 SMs, 4 row blocks at seqlen 512): causal 512 at 0.82x the one-tile kernel.
+// Either way a round covers the same tiles, so the blocks running together still share their K and V in L2.
+__device__ __forceinline__ int64_t block_work_tile(int j) {
+    const int64_t g = gridDim.x, b = blockIdx.x;
+    return j % 2 == 0 ? j * g + b : (j + 1) * g - 1 - b;
+}
 
 // Scores the softmax sees, where the forward transforms them (softcap, ALiBi): then exp2 takes log2(e), not the
 // scale, as its multiplier (score_exp2_mult) and the scale is applied here.
@@ -208,32 +220,32 @@ __device__ __forceinline__ void load_tile(Elem* boxes, int box_elems, const CUte
         ptx::tma_load_4d(boxes + box * box_elems, map, bar, box * T::kBoxCols, row, head, b);
 }
 
-// Thread 0 only: the block's Q tile; K or V key tile `row` (its first row in the tensor maps) into stage st.
-template <class T>
-__device__ __forceinline__ void load_q_at(Sm90FwdSmem<T>& s, const CUtensorMap* map, int row, int head, int batch) {
-    load_tile<T, T::kBoxes>(s.q[0], T::kQBoxElems, map, &s.q_full, T::kQTileBytes, row, head, batch);
+// Thread 0 only: a Q tile into buffer qb; K or V key tile `row` (its first row in the tensor maps) into stage st.
+template <class T, class Smem>
+__device__ __forceinline__ void load_q_at(Smem& s, const CUtensorMap* map, int row, int head, int batch, int qb = 0) {
+    load_tile<T, T::kBoxes>(s.q[qb][0], T::kQBoxElems, map, &s.q_full[qb], T::kQTileBytes, row, head, batch);
 }
-template <class T>
-__device__ __forceinline__ void load_q(Sm90FwdSmem<T>& s, const CUtensorMap* map, const Sm90Place<T>& at) {
-    load_q_at<T>(s, map, at.q_row0 + at.m0, at.h, at.map_batch);
+template <class T, class Smem>
+__device__ __forceinline__ void load_q(Smem& s, const CUtensorMap* map, const Sm90Place<T>& at, int qb = 0) {
+    load_q_at<T>(s, map, at.q_row0 + at.m0, at.h, at.map_batch, qb);
 }
-template <class T>
-__device__ __forceinline__ void load_k_at(Sm90FwdSmem<T>& s, int st, const CUtensorMap* map, int row, int head_k,
+template <class T, class Smem>
+__device__ __forceinline__ void load_k_at(Smem& s, int st, const CUtensorMap* map, int row, int head_k,
                                           int batch) {
     load_tile<T, T::kBoxes>(s.k[st][0], T::kKvBoxElems, map, &s.k_full[st], T::kKTileBytes, row, head_k, batch);
 }
-template <class T>
-__device__ __forceinline__ void load_v_at(Sm90FwdSmem<T>& s, int st, const CUtensorMap* map, int row, int head_k,
+template <class T, class Smem>
+__device__ __forceinline__ void load_v_at(Smem& s, int st, const CUtensorMap* map, int row, int head_k,
                                           int batch) {
     load_tile<T, T::kBoxesV>(s.v[st][0], T::kKvBoxElems, map, &s.v_full[st], T::kVTileBytes, row, head_k, batch);
 }
-template <class T>
-__device__ __forceinline__ void load_k(Sm90FwdSmem<T>& s, int st, const CUtensorMap* map, int row,
+template <class T, class Smem>
+__device__ __forceinline__ void load_k(Smem& s, int st, const CUtensorMap* map, int row,
                                        const Sm90Place<T>& at) {
     load_k_at<T>(s, st, map, row, at.hk, at.map_batch);
 }
-template <class T>
-__device__ __forceinline__ void load_v(Sm90FwdSmem<T>& s, int st, const CUtensorMap* map, int row,
+template <class T, class Smem>
+__device__ __forceinline__ void load_v(Smem& s, int st, const CUtensorMap* map, int row,
                                        const Sm90Place<T>& at) {
     load_v_at<T>(s, st, map, row, at.hk, at.map_batch);
 }
@@ -370,11 +382,16 @@ constexpr int kTurnBarrier = 1, kEpilogueBarrier = 4, kZeroBarrier = 7, kMaxCons
 __device__ __forceinline__ void warpgroup_sync(int wg) {
     ptx::named_barrier_sync_nth<kEpilogueBarrier, kMaxConsumerWarpgroups>(wg, 128);
 }
+// map_o (not null: the persistent kernel, no varlen, an output the copy engine can address): the staged rows go out as
+// one box store per 64 columns, issued by the warpgroup's first thread as one bulk group, which nobody waits for here:
+// that thread waits for the copy engine's reads (ptx::bulk_wait_group_read_all) before the Q tile is reused or the
+// block exits.
 template <class T, bool kStaged = true>
 __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTiles][T::kDTiles][4],
                                                    const float (&row_max)[T::kMTiles][2],
                                                    const float (&row_sum)[T::kMTiles][2], const AttnParams& p,
-                                                   const Sm90Place<T>& at, typename T::Elem* q_tile) {
+                                                   const Sm90Place<T>& at, typename T::Elem* q_tile,
+                                                   const CUtensorMap* map_o = nullptr) {
     using Elem = typename T::Elem;
     Elem* out = static_cast<Elem*>(p.out) + at.b * p.out_batch_stride +
                 int64_t(at.q_row0 + at.m0) * p.out_row_stride + at.h * p.out_head_stride;
@@ -415,8 +432,19 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
                                       ptx::pack2(acc_o[0][dt][2 * half] * inv[half],
                                                  acc_o[0][dt][2 * half + 1] * inv[half], Elem()));
             }
+            if (map_o) ptx::fence_proxy_async_shared();  // the copy engine reads what these stores wrote
             warpgroup_sync(at.wg);  // the warpgroup's rows are staged
             if (first_thread) timeline_mark(kTlEpilogueStaged);
+            if (map_o) {
+                if (at.warp_row0 % T::kRowsPerWarpgroup == 0 && at.group == 0 && at.tig == 0) {
+#pragma unroll
+                    for (int bx = 0; bx < T::kBoxesV; ++bx)
+                        ptx::tma_store_4d(map_o, region + bx * T::kBlockM * T::kRowBytes, bx * T::kBoxCols,
+                                          at.q_row0 + at.m0 + at.wg * T::kRowsPerWarpgroup, at.h, at.map_batch);
+                    ptx::bulk_commit_group();
+                }
+                return;
+            }
             constexpr int kChunksPerRow = T::kBoxesV * kChunksPerBoxRow;
             const int wg_tid = (at.warp_row0 % T::kRowsPerWarpgroup) * 2 + at.group * 4 + at.tig;  // 0..127
             const int wg_row0 = at.wg * T::kRowsPerWarpgroup;
@@ -449,24 +477,27 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
 
 // The mbarriers, initialised by thread 0 and published to the block. A stage is empty once every consumer warp has
 // arrived (one arrival a warp, after its wgmma wait).
-template <class T>
-__device__ __forceinline__ void init_barriers(Sm90FwdSmem<T>& s) {
+// q_empty_arrivals: one a consumer warp, or (the persistent kernel, whose Q tiles go back once their staged output
+// has been read by the copy engine) one a consumer warpgroup.
+template <class T, int kQBuffers>
+__device__ __forceinline__ void init_barriers(Sm90FwdSmem<T, kQBuffers>& s,
+                                              uint32_t q_empty_arrivals = T::kWarpgroups * 4) {
     if (threadIdx.x == 0) {
         constexpr uint32_t kConsumerWarps = T::kWarpgroups * 4;
-        ptx::mbarrier_init(&s.q_full, 1);
+        for (int qb = 0; qb < kQBuffers; ++qb) ptx::mbarrier_init(&s.q_full[qb], 1);
         for (int st = 0; st < T::kKStages; ++st) ptx::mbarrier_init(&s.k_full[st], 1);
         for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_full[st], 1);
         for (int st = 0; st < T::kKStages; ++st) ptx::mbarrier_init(&s.k_empty[st], kConsumerWarps);
         for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_empty[st], kConsumerWarps);
-        ptx::mbarrier_init(&s.q_empty, kConsumerWarps);
+        for (int qb = 0; qb < kQBuffers; ++qb) ptx::mbarrier_init(&s.q_empty[qb], q_empty_arrivals);
         ptx::fence_mbarrier_init();
     }
     __syncthreads();
 }
 
-template <class T>
-__device__ __forceinline__ Sm90FwdSmem<T>& sm90_smem(unsigned char* raw) {
-    return *reinterpret_cast<Sm90FwdSmem<T>*>((reinterpret_cast<uintptr_t>(raw) + kSm90SmemAlign - 1) /
+template <class T, int kQBuffers = 1>
+__device__ __forceinline__ Sm90FwdSmem<T, kQBuffers>& sm90_smem(unsigned char* raw) {
+    return *reinterpret_cast<Sm90FwdSmem<T, kQBuffers>*>((reinterpret_cast<uintptr_t>(raw) + kSm90SmemAlign - 1) /
                                               kSm90SmemAlign * kSm90SmemAlign);
 }
 
@@ -503,10 +534,10 @@ __global__ void __launch_bounds__(T::kThreads)
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
     start_rows<T>(acc_o, row_max, row_sum);
     auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
-    const uint32_t q_smem = ptx::smem_addr(s.q[0]) + at.q_rows_offset;
+    const uint32_t q_smem = ptx::smem_addr(s.q[0][0]) + at.q_rows_offset;
     const float exp2_mult = score_exp2_mult(p);
 
-    ptx::mbarrier_wait(&s.q_full, 0);
+    ptx::mbarrier_wait(&s.q_full[0], 0);
     for (int n_tile = at.n_tile_begin; n_tile < at.n_tile_end; ++n_tile) {
         const int it = n_tile - at.n_tile_begin;
         const int st = it % T::kKStages;
@@ -536,7 +567,7 @@ __global__ void __launch_bounds__(T::kThreads)
         __syncthreads();  // every warp is done with stage st: refill it
         if (tid == 0 && n_tile + T::kKStages < at.n_tile_end) issue_kv(n_tile + T::kKStages, st);
     }
-    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at, s.q[0]);
+    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at, s.q[0][0]);
 #endif
 }
 

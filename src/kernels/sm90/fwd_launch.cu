@@ -13,8 +13,10 @@
 // 4096 keys on (128 otherwise), 80 at head dim 256 (64 otherwise), at head dim 256 causal too where rows see 1024
 // keys or more on average: fewer softmax rounds and barriers per product.
 // FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere, =wide takes the wider ones everywhere (masks too).
-// The specialised kernel runs one block a work tile, or with FLASHATTN_SM90_PERSISTENT=1 one block an SM looping
-// over the tiles (its output then written 4 bytes at a time: bench/NOTES_sm90.md).
+// The specialised kernel runs one block a work tile, or persistent, one block an SM looping over the tiles with two Q
+// tiles in flight and the output stored by the copy engine (up to head dim 128 with the 128-key tiles, no varlen):
+// by default at head dims 65-128 where rows see up to 2048 keys on average; FLASHATTN_SM90_PERSISTENT=1 / 0 forces
+// it on / off.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -59,7 +61,31 @@ std::string env_value(const char* name) {
 }
 // The persistent kernel keeps the narrower tiles: with the loop over work tiles live beside them, S, P and O of the
 // wider ones spill (ptxas: 224 bytes at 176 keys, 412 at 80 keys and head dim 256), so those are not compiled.
-bool persistent_requested() { return env_value("FLASHATTN_SM90_PERSISTENT") == "1"; }
+bool tma_addressable(const void* base, int head_dim, int64_t row, int64_t head, int64_t batch, int rows, int heads,
+                     int batches);
+// The persistent kernel writes its output by the copy engine through a tensor map over the padded output.
+bool persistent_output_ok(const AttnParams& p) {
+    return !p.is_varlen && tma_addressable(p.out, p.head_dim_v, p.out_row_stride, p.out_head_stride,
+                                           p.out_batch_stride, p.seqlen_q, p.nheads, p.batch);
+}
+int64_t mean_visible_keys(const AttnParams& p);
+// Where the persistent kernel measured ahead of one block a tile (bench/NOTES_sm90.md v12; interleaved A/B at hd128,
+// persistent / one-tile: +15.0 / +6.5% at seqlen 512 non-causal / causal, +9.8 / +8.9% at 1k, +0.7 / +5.6% at 2k,
+// +0.7 / +1.4% at 4k; at 8k-16k the one-tile kernel with its wide key tiles led by 7% and more): head dims above 64
+// up to 128 (at 64 the serial kernel's two blocks an SM lead; above 128 two Q tiles do not fit beside the K/V
+// stages), rows seeing up to 2048 keys on average.
+constexpr int64_t kPersistentMaxMeanKeys = 2048;
+bool default_persistent(const AttnParams& p) {
+    return p.head_dim > kSmallBucket && p.head_dim <= kLargeBucket && p.head_dim_v == p.head_dim &&
+           mean_visible_keys(p) <= kPersistentMaxMeanKeys && persistent_output_ok(p);
+}
+// FLASHATTN_SM90_PERSISTENT: 1 the persistent kernel wherever it is compiled and can store the output, 0 never,
+// unset the default above.
+bool persistent_wanted(const AttnParams& p) {
+    const std::string forced = env_value("FLASHATTN_SM90_PERSISTENT");
+    if (forced == "1" || forced == "0") return forced == "1";
+    return default_persistent(p);
+}
 // Up to head dim 128 the 176-key tiles pay only with enough of them a block (the pipeline's fill and drain weigh more
 // in a short block). A/B at hd128 non-causal, three interleaved runs (bench/NOTES_sm90.md, v6): wide / narrow 0.956 at
 // seqlen 512, 0.960 at 1k, 0.985 at 2k, 1.006 at 4k (and +7% at 8k in a full sweep).
@@ -81,7 +107,7 @@ int64_t mean_visible_keys(const AttnParams& p) {
 }
 bool wide_key_tiles(const AttnParams& p) {
     const std::string forced = env_value("FLASHATTN_SM90_BLOCK_N");
-    if (forced == "128" || persistent_requested()) return false;
+    if (forced == "128" || persistent_wanted(p)) return false;
     if (forced == "wide") return true;  // masks too: the mask edges then cross the wide tiles
     const bool causal_only = p.window_left < 0 && p.window_right == 0;
     if (p.head_dim > kLargeBucket && causal_only) return mean_visible_keys(p) >= kHugeWideCausalMinMeanKeys;
@@ -138,20 +164,32 @@ void launch(const AttnParams& p, bool take_turns) {
                                             p.nheads_k, batches, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
                                             T::kBoxCols, T::kBlockN);
     constexpr bool kWideTiles = T::kBlockN == kWideBlockN || T::kBlockN == kHugeWideBlockN;
-    // The persistent kernel is compiled for two consumer warpgroups with the narrower tiles alone.
-    constexpr bool kHasPersistent = !kWideTiles && T::kWarpgroups == 2;
-    const bool persistent = persistent_requested() && kHasPersistent;
+    // The persistent kernel is compiled for two consumer warpgroups with the narrower tiles alone, up to head dim 128
+    // (two Q tiles and two stages of K and V: 192 KB of shared memory at 128; 256 KB at 256).
+    constexpr bool kHasPersistent = T::kSchedule == Sm90Schedule::specialised && !kWideTiles &&
+                                    T::kWarpgroups == 2 && T::kHeadDim <= kLargeBucket &&
+                                    T::kHeadDimV == T::kHeadDim;
+    // It stores the output by the copy engine: not for varlen (the map spans the packed rows, so a tile's rows past
+    // its sequence would land in the next one) and only where the map can address the output.
+    const bool persistent = kHasPersistent && persistent_wanted(p) && persistent_output_ok(p);
+    const CUtensorMap map_o = persistent ? attention_map(p.out, p.dtype, p.head_dim_v, p.seqlen_q, p.nheads, p.batch,
+                                                         p.out_row_stride, p.out_head_stride, p.out_batch_stride,
+                                                         T::kBoxCols, T::kRowsPerWarpgroup)
+                                         : map_q;  // unread
     const auto kernel = [persistent] {
-        if constexpr (T::kSchedule == Sm90Schedule::specialised && kHasPersistent)
+        if constexpr (kHasPersistent)
             return persistent ? fwd_sm90_specialised_kernel<T, true> : fwd_sm90_specialised_kernel<T, false>;
         else if constexpr (T::kSchedule == Sm90Schedule::specialised)
             return fwd_sm90_specialised_kernel<T, false>;
         else
             return fwd_sm90_kernel<T>;
     }();
-    constexpr int kSmem = sm90_fwd_smem_bytes<T>();
     constexpr int kMaxSmemPerBlock = 227 * 1024;  // compute capability 9.0's opt-in limit
-    static_assert(kSmem <= kMaxSmemPerBlock, "Q and the K/V stages fit one block's shared memory");
+    constexpr int kOneTileSmem = sm90_fwd_smem_bytes<T>();
+    constexpr int kPersistentSmem = kHasPersistent ? sm90_fwd_smem_bytes<T, 2>() : kOneTileSmem;
+    static_assert(kOneTileSmem <= kMaxSmemPerBlock && kPersistentSmem <= kMaxSmemPerBlock,
+                  "Q and the K/V stages fit one block's shared memory");
+    const int kSmem = persistent ? kPersistentSmem : kOneTileSmem;
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
                "cudaFuncSetAttribute(Hopper forward shared memory)");
     const int m_blocks = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM;
@@ -161,7 +199,7 @@ void launch(const AttnParams& p, bool take_turns) {
         const int64_t tiles = int64_t(m_blocks) * p.batch * p.nheads;
         const int64_t blocks = persistent ? std::min<int64_t>(tiles, current_device_props().sm_count) : tiles;
         kernel<<<static_cast<unsigned>(blocks), T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(
-            map_q, map_k, map_v, p, take_turns);
+            map_q, map_k, map_v, map_o, p, take_turns);
     } else {
         kernel<<<grid, T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(map_q, map_k, map_v, p);
     }
@@ -225,6 +263,8 @@ const char* sm90_default_schedule(const AttnParams& p) {
 }
 
 bool sm90_wide_key_tiles(const AttnParams& p) { return wide_key_tiles(p); }
+
+bool sm90_default_persistent(const AttnParams& p) { return default_persistent(p); }
 
 bool sm90_forward_handles(const AttnParams& p) {
     if (p.op != OpKind::forward) return false;

@@ -22,6 +22,10 @@ const char* sm90_default_schedule(const AttnParams& p);
 // FLASHATTN_SM90_BLOCK_N or FLASHATTN_SM90_PERSISTENT decide.
 bool sm90_wide_key_tiles(const AttnParams& p);
 
+// Whether the specialised schedule runs its persistent kernel for p unless FLASHATTN_SM90_PERSISTENT decides: head
+// dims 65-128, rows seeing up to 2048 keys on average, no varlen, an output the copy engine can address.
+bool sm90_default_persistent(const AttnParams& p);
+
 void launch_fwd_sm90(const AttnParams& p);
 
 // Launches so far in this process: lets a test tell that the Hopper path, not the fallback, computed its case.

@@ -12,8 +12,10 @@
 //     other, each waiting on its named barrier for the previous one's signal, so that one's softmax runs while the
 //     others' products keep the tensor cores busy rather than all asking for them at once.
 //   persistence: a block loops over work tiles (sm90_tile: heaviest causal tiles first); launched with one block an
-//     SM, the producer loads the next tile's Q and K/V while the consumers finish the last one; Q goes back to the
-//     producer on its own "empty" mbarrier once the output staged in it has been written out.
+//     SM, it keeps two Q tiles: the producer loads the next work tile's Q and first K/V stages while the consumers
+//     compute the current one, whose output is staged in its Q tile and stored by the copy engine; that Q tile goes
+//     back to the producer (its "empty" mbarrier) once the copy engine has read the output, which the storing thread
+//     checks during the next work tile's first step rather than waiting for it.
 // The steps (Sm90Place, issue_qk, issue_pv, pack_p, prepare_scores, store_rows_and_lse) are fwd_kernel.cuh's.
 #pragma once
 
@@ -22,17 +24,23 @@
 namespace flashattn::kernels {
 
 // One work tile's computation by a consumer warpgroup; `kv` and `done` count the block's earlier K/V tiles and work
-// tiles (the rings' positions). kStaged: the output goes out through shared memory (store_rows_and_lse). Inside the
-// persistent kernel's loop over work tiles that epilogue made ptxas spill the consumers' registers (460 bytes at head
-// dim 256, with or without the 4-byte path beside it; none without the loop), so the loop writes 4 bytes at a time.
+// tiles (the rings' positions). kPersistent: the persistent kernel's instance (two Q tiles, `done` % 2 the current
+// one; the output stored by the copy engine through map_o). store_pending: in and out, the Q tile whose output stores
+// this warpgroup's first thread has issued but not yet seen read (-1: none); it hands that tile back during this work
+// tile's first step (or the caller does after the last work tile).
 // kRingOffset: kv modulo the stage count, known at compile time (the persistent kernel picks the instance by kv's
 // parity): every stage index is then a constant of the unrolled loop and the products' shared-memory descriptors stay
 // in uniform registers; with a run-time offset they were rebuilt per product in ordinary registers (Nsight Compute:
 // 18% more instructions, mostly R2UR/LOP3/IMAD, and 160 bytes of spills at 176-key tiles).
-template <class T, bool kStaged, int kRingOffset = 0>
-__device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSmem<T>& s, const Sm90Place<T>& at,
-                                               int tid, int kv, int done, bool take_turns) {
+template <class T, bool kPersistent, int kRingOffset = 0>
+__device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSmem<T, kPersistent ? 2 : 1>& s,
+                                               const Sm90Place<T>& at, int tid, int kv, int done, bool take_turns,
+                                               const CUtensorMap* map_o, int& store_pending) {
+    constexpr int kQBuffers = kPersistent ? 2 : 1;
+    constexpr bool kMarks = !kPersistent;  // the timeline's marks (timeline.cuh), one-tile kernel only
+    const int qb = done % kQBuffers;
     const bool warp_leader = tid % 32 == 0;
+    const bool store_issuer = tid % 128 == 0;  // issues and waits for the warpgroup's output stores (persistent)
     // Turns go round the consumer warpgroups: w waits on barrier kTurnBarrier + w (its own 128 threads and the
     // signalling warpgroup's 128), then signals the next one's. The last warpgroup opens the first round and skips
     // its last signal, so every barrier phase a warpgroup waits for is completed exactly once.
@@ -63,15 +71,25 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     auto release_v = [&](int i) {
         if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[(kRingOffset + i) % T::kVStages]);
     };
-    // Q goes back to the producer once this warp's last S product has read it, unless the output is staged in it.
+    // Q goes back to the producer (one tile a block: once the output staged in it is written out, one arrival a warp).
     auto release_q = [&] {
-        if (warp_leader) ptx::mbarrier_arrive(&s.q_empty);
+        if (warp_leader) ptx::mbarrier_arrive(&s.q_empty[0]);
     };
-    // In the persistent kernel (the instances without the staged output) the tile counter goes through warp_uniform:
+    // The persistent kernel: the previous work tile's Q tile goes back once the copy engine has read the output staged
+    // in it (one arrival a warpgroup).
+    auto release_stored_q = [&] {
+        if (store_pending < 0) return;
+        if (store_issuer) {
+            ptx::bulk_wait_group_read_all();
+            ptx::mbarrier_arrive(&s.q_empty[store_pending]);
+        }
+        store_pending = -1;
+    };
+    // In the persistent kernel the tile counter goes through warp_uniform:
     // inside its loop over work tiles the compiler otherwise kept the counter in an ordinary register and built every
     // K and V descriptor there (ncu, hd128 8k: 764M instructions against 711M for one block a tile, LOP3/SHF/R2UR in
     // place of their uniform forms). The one-tile kernel keeps them uniform without it.
-    auto stage_of = [](int i) { return kStaged ? i : ptx::warp_uniform(i); };
+    auto stage_of = [](int i) { return kPersistent ? ptx::warp_uniform(i) : i; };
     auto k_smem = [&](int i) { return ptx::smem_addr(s.k[(kRingOffset + stage_of(i)) % T::kKStages][0]); };
     auto v_smem = [&](int i) { return ptx::smem_addr(s.v[(kRingOffset + stage_of(i)) % T::kVStages][0]); };
 
@@ -79,15 +97,15 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
     start_rows<T>(acc_o, row_max, row_sum);
     auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
-    const uint32_t q_smem = ptx::smem_addr(s.q[0]) + at.q_rows_offset;
+    const uint32_t q_smem = ptx::smem_addr(s.q[qb][0]) + at.q_rows_offset;
     const float exp2_mult = score_exp2_mult(p);
     float acc_s[T::kMTiles][T::kNTiles][4];
     auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
     uint32_t a_frag[T::kPvSteps][4];  // P of the previous tile, the operand of the product in flight
     float rescale[T::kMTiles][2];
 
-    ptx::mbarrier_wait(&s.q_full, done % 2);
-    if (kStaged && tid == 0) timeline_mark(kTlQArrived);
+    ptx::mbarrier_wait(&s.q_full[qb], (done / kQBuffers) % 2);
+    if (kMarks && tid == 0) timeline_mark(kTlQArrived);
     if (tiles > 0) {
         // Tile 0: S alone (O is still zero, so no rescale is pending).
         wait_k(0);
@@ -97,8 +115,8 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         ptx::wgmma_wait<0>();
         ptx::fence_registers(s_flat);
         release_k(0);
-        if (!kStaged && tiles == 1) release_q();
-        if (kStaged && tid == 0) timeline_mark(kTlFirstS);
+        release_stored_q();
+        if (kMarks && tid == 0) timeline_mark(kTlFirstS);
         prepare_scores<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
         softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         pack_p<T>(a_frag, acc_s);
@@ -113,7 +131,6 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         ptx::wgmma_wait<1>();                       // S(i) is done; the product may still run
         ptx::fence_registers(s_flat);
         release_k(i);
-        if (!kStaged && i == tiles - 1) release_q();
         prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
         softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         ptx::wgmma_wait<0>();                       // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
@@ -136,16 +153,17 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         ptx::fence_registers(o_flat);
         release_v(tiles - 1);
     }
-    if (kStaged && tid == 0) timeline_mark(kTlLastPv);
-    store_rows_and_lse<T, kStaged>(acc_o, row_max, row_sum, p, at, s.q[0]);
-    if (kStaged && tid % 128 == 0 && wg < 2) timeline_mark(wg == 0 ? kTlStored0 : kTlStored1);
-    if (kStaged) {
+    if (kMarks && tid == 0) timeline_mark(kTlLastPv);
+    release_stored_q();  // a work tile without key tiles
+    store_rows_and_lse<T, true>(acc_o, row_max, row_sum, p, at, s.q[qb][0], kPersistent ? map_o : nullptr);
+    if (kMarks && tid % 128 == 0 && wg < 2) timeline_mark(wg == 0 ? kTlStored0 : kTlStored1);
+    if (kPersistent) {
+        store_pending = qb;
+    } else {
         // The output staged in Q was written by ordinary stores and the next Q arrives by the copy engine: each
         // thread orders its stores before the copy engine's writes.
         ptx::fence_proxy_async_shared();
         __syncwarp();
-        release_q();
-    } else if (tiles == 0) {
         release_q();
     }
 }
@@ -153,18 +171,22 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
 template <class T, bool kPersistent>
 __global__ void __launch_bounds__(T::kThreads, 1)
     fwd_sm90_specialised_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                                const __grid_constant__ CUtensorMap map_v, const AttnParams p, bool take_turns) {
+                                const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
+                                const AttnParams p, bool take_turns) {
 #if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
     __trap();
 #else
     static_assert(T::kSchedule == Sm90Schedule::specialised, "the specialised schedule's traits");
     extern __shared__ unsigned char smem_raw[];
-    Sm90FwdSmem<T>& s = sm90_smem<T>(smem_raw);
-    init_barriers<T>(s);
+    constexpr int kQBuffers = kPersistent ? 2 : 1;
+    Sm90FwdSmem<T, kQBuffers>& s = sm90_smem<T, kQBuffers>(smem_raw);
+    // Q goes back once each warp is done with it (one tile a block) or once each warpgroup's output stores have been
+    // read from it (persistent).
+    init_barriers<T>(s, kPersistent ? T::kWarpgroups : T::kWarpgroups * 4);
     constexpr int kProducerThreads = 128;
     const bool producer = threadIdx.x < kProducerThreads;
     const int tid = producer ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) - kProducerThreads;
-    // The block takes work tiles blockIdx.x, + gridDim.x, ... (a grid of one tile a block, or persistent: one block
+    // The block takes work tiles block_work_tile(0), (1), ... (a grid of one tile a block, or persistent: one block
     // an SM). The rings' stages and phases run on over the block's tiles: `kv` counts the K/V tiles before this work
     // tile, `done` the work tiles before it.
     const int m_blocks = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM;
@@ -197,26 +219,23 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 load_v_at<T>(s, 0, &map_v, 0, hk, w.b);
             }
         }
-        for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        auto produce = [&](int t) {
             const Sm90Place<T> at = place(t);
             if (!kPersistent) timeline_mark(kTlPlaced);
-            if (at.rows <= 0) continue;  // a varlen tile past its sequence
+            if (at.rows <= 0) return;  // a varlen tile past its sequence
             const int tiles = at.n_tile_end - at.n_tile_begin;
             // Round r of a barrier waits for the consumers' release of round r - 1; round 0 passes at once (a fresh
             // mbarrier counts its previous phase, parity 1, as complete).
-            // A block's first work tile: Q first, as nothing else can start without it (issued after two K and V
-            // stages it arrived last, and the consumers' first wait for it was 19% of the stall samples at seqlen
-            // 512). Later work tiles: the first key tiles go out before Q, as their stages free up while the
-            // consumers finish the previous work tile and Q only once they are done with it. (One loop: two
-            // overflowed the producer's registers.)
-            const int early = done == 0 ? 0 : min(tiles, T::kKStages);
-            for (int i = 0; i <= tiles; ++i) {
-                if (i == early && !(q_first && done == 0)) {
-                    ptx::mbarrier_wait(&s.q_empty, (done % 2) ^ 1);
-                    load_q<T>(s, &map_q, at);
-                    if (!kPersistent) timeline_mark(kTlQIssued);
-                }
-                if (i == tiles) break;
+            // Q first, as nothing else can start without it (issued after two K and V stages it arrived last, and
+            // the consumers' first wait for it was 19% of the stall samples at seqlen 512). In the persistent kernel
+            // its buffer is the one the work tile before last used, free once that tile's output has been read out.
+            const int qb = done % kQBuffers;
+            if (!(q_first && done == 0)) {
+                ptx::mbarrier_wait(&s.q_empty[qb], ((done / kQBuffers) % 2) ^ 1);
+                load_q<T>(s, &map_q, at, qb);
+                if (!kPersistent) timeline_mark(kTlQIssued);
+            }
+            for (int i = 0; i < tiles; ++i) {
                 if (i == 0 && done == 0 && kv_first) continue;  // issued with Q
                 const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
                 const int g = kv + i, ks = g % T::kKStages, vs = g % T::kVStages;
@@ -226,6 +245,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 load_v<T>(s, vs, &map_v, row, at);
             }
             kv += tiles, ++done;
+        };
+        if constexpr (kPersistent) {
+            for (int j = 0; int64_t(j) * gridDim.x < total; ++j)
+                if (const int64_t t = block_work_tile(j); t < total) produce(static_cast<int>(t));
+        } else {
+            produce(blockIdx.x);  // one tile a block: the grid is the tiles
         }
         if (!kPersistent) timeline_mark(kTlProducerDone);
         return;
@@ -235,21 +260,26 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // Turns (consume_work_tile): in a work tile each consumer warpgroup issues tiles + 1 times (S(0), one per later
     // tile, the last P V), the same count in every warpgroup of the block.
     static_assert(T::kWarpgroups == 2 || T::kWarpgroups == 3, "turns go round two or three consumer warpgroups");
+    int store_pending = -1;  // the Q tile whose output stores have not been seen read (consume_work_tile)
     if constexpr (kPersistent) {
         int kv = 0, done = 0;
-        for (int t = blockIdx.x; t < total; t += gridDim.x) {
-            const Sm90Place<T> at = place(t);
+        for (int j = 0; int64_t(j) * gridDim.x < total; ++j) {
+            const int64_t t = block_work_tile(j);
+            if (t >= total) continue;
+            const Sm90Place<T> at = place(static_cast<int>(t));
             if (at.rows <= 0) continue;
             static_assert(T::kKStages == 2 && T::kVStages == 2, "kv's parity is both rings' offset");
             if (kv % 2 == 0)
-                consume_work_tile<T, false, 0>(p, s, at, tid, kv, done, take_turns);
+                consume_work_tile<T, true, 0>(p, s, at, tid, kv, done, take_turns, &map_o, store_pending);
             else
-                consume_work_tile<T, false, 1>(p, s, at, tid, kv, done, take_turns);
+                consume_work_tile<T, true, 1>(p, s, at, tid, kv, done, take_turns, &map_o, store_pending);
             kv += at.n_tile_end - at.n_tile_begin, ++done;
         }
+        // The last output's shared-memory source must stay until the copy engine has read it.
+        if (store_pending >= 0 && tid % 128 == 0) ptx::bulk_wait_group_read_all();
     } else {  // one work tile a block: straight-line code
         const Sm90Place<T> at = place(blockIdx.x);
-        if (at.rows > 0) consume_work_tile<T, true>(p, s, at, tid, 0, 0, take_turns);
+        if (at.rows > 0) consume_work_tile<T, false>(p, s, at, tid, 0, 0, take_turns, nullptr, store_pending);
     }
 #endif
 }
