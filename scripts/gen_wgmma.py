@@ -8,9 +8,10 @@ import sys
 
 # Widths N the Hopper kernels use. SS (both operands in shared memory): S = Q K^T over a key tile of N keys (64 at
 # head dim 256, 128, 176 at head dim 128 without a causal or window mask, 80 and 192 for wider tiles to try). RS (A in
-# registers): O += P V, one 64-column box of V at a time.
+# registers): O += P V over every 64-column box of V at once (N = head dim v: 64, 128 or 256; the boxes' stride is
+# the descriptor's leading byte offset).
 SS_N = (64, 80, 128, 176, 192)
-RS_N = (64,)
+RS_N = (64, 128, 256)
 DTYPES = (("bf16", "__nv_bfloat16"), ("f16", "__half"))
 PER_LINE = 8
 
@@ -98,6 +99,18 @@ __device__ __forceinline__ void wgmma_ss_m64k16(float (&d)[N / 2], uint64_t desc
     {chain}
     else
         static_assert(N < 0, "no wgmma wrapper of this width: add it to SS_N in scripts/gen_wgmma.py");
+}}
+
+""")
+    chain = "\n    else ".join(f"if constexpr (N == {n})\n        wgmma_rs_m64n{n}k16<kTransB>(d, a, desc_b, scale_d, e);"
+                              for n in RS_N)
+    out.write(f"""// The RS product of a width chosen at compile time (a kernel's head dim v): one of the wrappers above.
+template <int N, int kTransB, typename Elem>
+__device__ __forceinline__ void wgmma_rs_m64k16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
+                                                int scale_d, Elem e) {{
+    {chain}
+    else
+        static_assert(N < 0, "no wgmma wrapper of this width: add it to RS_N in scripts/gen_wgmma.py");
 }}
 
 """)

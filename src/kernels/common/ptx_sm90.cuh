@@ -222,13 +222,18 @@ __device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffff
 //   | 32-45 stride byte offset >> 4 | 62-63 swizzle mode (1: 128-byte)
 constexpr uint64_t kDescSwizzle128B = 1;
 constexpr uint32_t kSwizzleRowGroupBytes = 1024;
-__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t smem_byte_addr) {
+__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t smem_byte_addr, uint32_t leading_bytes = 16) {
     uint64_t desc = 0;
     desc |= static_cast<uint64_t>((smem_byte_addr & 0x3FFFF) >> 4);
-    desc |= static_cast<uint64_t>(1) << 16;
+    desc |= static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFF) << 16;
     desc |= static_cast<uint64_t>(kSwizzleRowGroupBytes >> 4) << 32;
     desc |= kDescSwizzle128B << 62;
     return desc;
+}
+// The same for an N-major B operand wider than one 128-byte row (64 16-bit columns): its 64-column boxes lie
+// box_bytes apart, the leading byte offset of the N-major 128-byte-swizzle layout (at most 256 KB - 16).
+__device__ __forceinline__ uint64_t smem_desc_sw128_n_major(uint32_t smem_byte_addr, uint32_t box_bytes) {
+    return smem_desc_sw128(smem_byte_addr, box_bytes);
 }
 
 // ----- registers and barriers -------------------------------------------------------------------------------------

@@ -321,6 +321,8 @@ __device__ __forceinline__ void pack_p(uint32_t (&a_frag)[T::kPvSteps][4],
 }
 
 // Issue O += P V (one wgmma group, not waited for). V's rows are keys: a k16 step is 16 swizzled rows further on.
+// One product a k16 step spans every 64-column box of V (N = head dim v; the boxes, kBlockN rows of 128 bytes each,
+// are the N-major layout's leading byte offset apart): P's registers are read once a step, not once a box.
 template <class T>
 __device__ __forceinline__ void issue_pv(float (&acc_o)[T::kMTiles][T::kDTiles][4],
                                          const uint32_t (&a_frag)[T::kPvSteps][4], uint32_t v_smem) {
@@ -328,15 +330,12 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[T::kMTiles][T::kDTiles][
     ptx::fence_registers(o_flat);
     ptx::wgmma_fence();
     ptx::opaque(v_smem);
+    constexpr uint32_t kBoxBytes = T::kBlockN * T::kRowBytes;
 #pragma unroll
-    for (int ps = 0; ps < T::kPvSteps; ++ps)
-#pragma unroll
-        for (int box = 0; box < T::kBoxesV; ++box) {
-            const uint64_t desc_v =
-                ptx::smem_desc_sw128(v_smem + box * T::kBlockN * T::kRowBytes + ps * 16 * T::kRowBytes);
-            ptx::wgmma_rs_m64n64k16<1>(reinterpret_cast<float(&)[32]>(acc_o[0][box * 8][0]), a_frag[ps], desc_v, 1,
-                                       typename T::Elem());
-        }
+    for (int ps = 0; ps < T::kPvSteps; ++ps) {
+        const uint64_t desc_v = ptx::smem_desc_sw128_n_major(v_smem + ps * 16 * T::kRowBytes, kBoxBytes);
+        ptx::wgmma_rs_m64k16<T::kHeadDimV, 1>(o_flat, a_frag[ps], desc_v, 1, typename T::Elem());
+    }
     ptx::wgmma_commit();
 }
 
