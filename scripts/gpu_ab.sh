@@ -6,7 +6,8 @@
 #   AB_PATCHES     patch files, space separated (default: none, the tree alone)
 #   AB_SWEEP_ARGS  arguments for bench/bench_sweep.py (default "--quick")
 #   AB_ENV_VARIANTS  variants of the tree's library under environment variables, space separated, each
-#                  "name:VAR=value[,VAR=value...]" (e.g. "spec3:FLASHATTN_SM90_SCHEDULE=specialised3")
+#                  "name:VAR=value[,VAR=value...]" (e.g. "spec3:FLASHATTN_SM90_SCHEDULE=specialised3"), or of a
+#                  patch's library: "name@patch:VAR=value" (patch: the patch file's name without .patch)
 #   AB_REPEAT      sweeps per variant, interleaved A B A B ... (default 1)
 #   AB_SWEEP_TIMEOUT  seconds a sweep may take (default 300)
 #   AB_INTERLEAVED_ARGS  instead of whole sweeps one after another, one run of bench/bench_ab.py with every variant
@@ -34,8 +35,9 @@ variants=(base)
 declare -A lib_of=([base]=base) env_of=([base]="")
 build_lib base || exit 1
 for spec in ${AB_ENV_VARIANTS:-}; do
-  name=${spec%%:*}
-  variants+=("$name"); lib_of[$name]=base; env_of[$name]=$(echo "${spec#*:}" | tr ',' ' ')
+  name=${spec%%:*}; lib=base
+  if [[ $name == *@* ]]; then lib=${name#*@}; name=${name%%@*}; fi
+  variants+=("$name"); lib_of[$name]=$lib; env_of[$name]=$(echo "${spec#*:}" | tr ',' ' ')
 done
 for patch in ${AB_PATCHES:-}; do
   name=$(basename "$patch" .patch)

@@ -148,6 +148,13 @@ std::vector<AttnCase> sm90_cases() {
                      .head_dim = 64, .causal = true, .tag = "many_tiles"});
     cases.push_back({.dtype = kF16, .seqlen_q = 113, .seqlen_k = 512, .head_dim = 256, .window_left = 32,
                      .window_right = 16});
+    // A softmax scale of 1 spreads the scores (standard deviation sqrt(head_dim)), so rows' maxima keep growing by
+    // more than 2^8 past their first key tiles: the lazy rescale (head dim 256, and the persistent kernel at 128)
+    // must then rescale mid-row.
+    cases.push_back({.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 128, .softmax_scale = 1.0f,
+                     .tag = "spread_scores"});
+    cases.push_back({.dtype = kF16, .seqlen_q = 300, .seqlen_k = 1000, .nheads = 4, .nheads_k = 2, .head_dim = 256,
+                     .softmax_scale = 1.0f, .causal = true, .tag = "spread_scores"});
     return cases;
 }
 

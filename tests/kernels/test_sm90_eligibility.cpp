@@ -190,6 +190,27 @@ TEST(Sm90Eligibility, PersistentByDefaultForShortRowsAtHeadDims65To128) {
     EXPECT_FALSE(sm90_default_persistent(p));
 }
 
+// Turns between the consumer warpgroups (sm90_takes_turns): always up to head dim 128 and at 192/128; at head dim 256
+// only where rows see fewer than 2048 keys on average (causal halves the mean).
+TEST(Sm90Eligibility, TurnsUpTo128AndForShortRowsAt256) {
+    if (std::getenv("FLASHATTN_SM90_SCHEDULE")) GTEST_SKIP() << "FLASHATTN_SM90_SCHEDULE is set";
+    auto turns = [](int seqlen, int head_dim, int head_dim_v, int window_right) {
+        AttnParams p = dense(2, seqlen, seqlen, 8, 8, head_dim, head_dim_v);
+        p.window_right = window_right;
+        return sm90_takes_turns(p);
+    };
+    constexpr int kUnbounded = -1, kCausal = 0;
+    EXPECT_TRUE(turns(16384, 128, 128, kUnbounded));
+    EXPECT_TRUE(turns(16384, 64, 64, kUnbounded));
+    EXPECT_TRUE(turns(16384, 192, 128, kUnbounded));
+    EXPECT_TRUE(turns(1024, 256, 256, kUnbounded));
+    EXPECT_FALSE(turns(2048, 256, 256, kUnbounded));
+    EXPECT_TRUE(turns(2048, 256, 256, kCausal));     // 1024 keys a row on average
+    EXPECT_FALSE(turns(4096, 256, 256, kCausal));    // 2049 (16 rows sampled)
+    EXPECT_FALSE(turns(16384, 256, 256, kCausal));
+    EXPECT_FALSE(turns(16384, 200, 200, kUnbounded));  // padded to 256
+}
+
 }  // namespace
 }  // namespace flashattn::kernels
 #endif

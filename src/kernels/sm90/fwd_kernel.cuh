@@ -210,6 +210,52 @@ __device__ __forceinline__ void transform_scores(float (&acc_s)[T::kMTiles][T::k
         }
 }
 
+// The specialised kernel's online softmax with lazy rescaling (softmax_scores of sm80/warp_tiles.cuh otherwise): a warp
+// moves its rows' running maximum, and so has O and the sums rescaled, only when some row's maximum grew by more than
+// kLazyRescaleLog2 (base-2 exponent units). Otherwise the exponentials keep the stale maximum, so P may reach
+// 2^kLazyRescaleLog2 (no concern in the fp32 sums and O, nor in P's float16/bfloat16 range) and the step saves O's
+// multiplications (64 a thread at head dim 128, 128 at 256). A row block's first tile (maximum -inf) always moves it.
+// Returns whether this warp moved its maximum (warp-uniform); `rescale` then holds the factors for rescale_rows.
+constexpr float kLazyRescaleLog2 = 8.f;
+template <class T>
+__device__ __forceinline__ bool softmax_scores_lazy(float (&acc_s)[T::kMTiles][T::kNTiles][4],
+                                                    float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][2],
+                                                    float exp2_mult, float (&rescale)[T::kMTiles][2]) {
+    float tile_max[2];
+    bool grew = false;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        float m = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < T::kNTiles; ++nt) m = fmaxf(m, fmaxf(acc_s[0][nt][2 * half], acc_s[0][nt][2 * half + 1]));
+        tile_max[half] = ptx::quad_max(m);
+        // -inf + kLazyRescaleLog2 is -inf: a row's first finite score always moves its maximum.
+        grew |= tile_max[half] * exp2_mult > row_max[0][half] * exp2_mult + kLazyRescaleLog2;
+    }
+    const bool moved = __any_sync(0xffffffffu, grew);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        if (moved) {
+            const float new_max = fmaxf(row_max[0][half], tile_max[half]);
+            const float new_scaled = new_max == -INFINITY ? 0.f : new_max * exp2_mult;
+            rescale[0][half] = ptx::exp2_fast(row_max[0][half] * exp2_mult - new_scaled);
+            row_max[0][half] = new_max;
+        }
+        const float max_scaled = row_max[0][half] == -INFINITY ? 0.f : row_max[0][half] * exp2_mult;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                float& s = acc_s[0][nt][2 * half + j];
+                s = ptx::exp2_fast(s * exp2_mult - max_scaled);
+                sum += s;
+            }
+        row_sum[0][half] = (moved ? row_sum[0][half] * rescale[0][half] : row_sum[0][half]) + sum;
+    }
+    return moved;
+}
+
 // Thread 0 only: copy the 64-column boxes of one tile (rows [row, row + box rows) of head `head` of sequence b)
 // into `boxes`, completing on `bar`.
 template <class T, int kBoxes, typename Elem>

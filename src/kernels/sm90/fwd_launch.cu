@@ -16,7 +16,8 @@
 // The specialised kernel runs one block a work tile, or persistent, one block an SM looping over the tiles with two Q
 // tiles in flight and the output stored by the copy engine (up to head dim 128 with the 128-key tiles, no varlen):
 // by default at head dims 65-128 where rows see up to 2048 keys on average; FLASHATTN_SM90_PERSISTENT=1 / 0 forces
-// it on / off.
+// it on / off. The consumer warpgroups take turns issuing their products except at head dim 256 where rows see 2048
+// keys or more on average (specialised_free: never). Every choice is made once a launch (launch_plan).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -59,64 +60,11 @@ std::string env_value(const char* name) {
     const char* value = std::getenv(name);
     return value ? value : "";
 }
-// The persistent kernel keeps the narrower tiles: with the loop over work tiles live beside them, S, P and O of the
-// wider ones spill (ptxas: 224 bytes at 176 keys, 412 at 80 keys and head dim 256), so those are not compiled.
-bool tma_addressable(const void* base, int head_dim, int64_t row, int64_t head, int64_t batch, int rows, int heads,
-                     int batches);
-// The persistent kernel writes its output by the copy engine through a tensor map over the padded output.
-bool persistent_output_ok(const AttnParams& p) {
-    return !p.is_varlen && tma_addressable(p.out, p.head_dim_v, p.out_row_stride, p.out_head_stride,
-                                           p.out_batch_stride, p.seqlen_q, p.nheads, p.batch);
-}
-int64_t mean_visible_keys(const AttnParams& p);
-// Where the persistent kernel measured ahead of one block a tile (bench/NOTES_sm90.md v12; interleaved A/B at hd128,
-// persistent / one-tile: +15.0 / +6.5% at seqlen 512 non-causal / causal, +9.8 / +8.9% at 1k, +0.7 / +5.6% at 2k,
-// +0.7 / +1.4% at 4k; at 8k-16k the one-tile kernel with its wide key tiles led by 7% and more): head dims above 64
-// up to 128 (at 64 the serial kernel's two blocks an SM lead; above 128 two Q tiles do not fit beside the K/V
-// stages), rows seeing up to 2048 keys on average.
-constexpr int64_t kPersistentMaxMeanKeys = 2048;
-bool default_persistent(const AttnParams& p) {
-    return p.head_dim > kSmallBucket && p.head_dim <= kLargeBucket && p.head_dim_v == p.head_dim &&
-           mean_visible_keys(p) <= kPersistentMaxMeanKeys && persistent_output_ok(p);
-}
-// FLASHATTN_SM90_PERSISTENT: 1 the persistent kernel wherever it is compiled and can store the output, 0 never,
-// unset the default above.
-bool persistent_wanted(const AttnParams& p) {
-    const std::string forced = env_value("FLASHATTN_SM90_PERSISTENT");
-    if (forced == "1" || forced == "0") return forced == "1";
-    return default_persistent(p);
-}
-// Up to head dim 128 the 176-key tiles pay only with enough of them a block (the pipeline's fill and drain weigh more
-// in a short block). A/B at hd128 non-causal, three interleaved runs (bench/NOTES_sm90.md, v6): wide / narrow 0.956 at
-// seqlen 512, 0.960 at 1k, 0.985 at 2k, 1.006 at 4k (and +7% at 8k in a full sweep).
-constexpr int kWideMinKeys = 4096;
-// At head dim 256 the 80-key tiles pay with a causal mask too once rows see 1024 keys on average (interleaved A/B,
-// v8: +4.0% at 2k, +6.2% at 4k, +6.6% at 8k, +9.0% at 16k causal; -3.9% at 512). Up to head dim 128 they do not
-// (-4 to -13% at 512-2k causal, even at 8k-16k).
-constexpr int64_t kHugeWideCausalMinMeanKeys = 1024;
-// The keys a query row sees, averaged over rows (causal halves it, a window bounds it); varlen: of the padded shape.
-constexpr int kMeanKeysSamples = 16;  // rows sampled: the visible range changes linearly along rows
-int64_t mean_visible_keys(const AttnParams& p) {
-    int64_t keys = 0;
-    for (int i = 0; i < kMeanKeysSamples; ++i) {
-        const int64_t row = (2 * i + 1) * int64_t(p.seqlen_q) / (2 * kMeanKeysSamples);
-        const KeyRange r = visible_keys(row, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
-        keys += std::max<int64_t>(0, r.end - r.begin);
-    }
-    return keys / kMeanKeysSamples;
-}
-bool wide_key_tiles(const AttnParams& p) {
-    const std::string forced = env_value("FLASHATTN_SM90_BLOCK_N");
-    if (forced == "128" || persistent_wanted(p)) return false;
-    if (forced == "wide") return true;  // masks too: the mask edges then cross the wide tiles
-    const bool causal_only = p.window_left < 0 && p.window_right == 0;
-    if (p.head_dim > kLargeBucket && causal_only) return mean_visible_keys(p) >= kHugeWideCausalMinMeanKeys;
-    if (p.window_left >= 0 || p.window_right >= 0) return false;
-    return p.head_dim > kLargeBucket || p.seqlen_k >= kWideMinKeys;
-}
-constexpr int64_t kTmaStrideElems = 8;    // the copy engine's strides are multiples of 16 bytes
+
+// ----- what the copy engine can address -----------------------------------------------------------------------------
+
+constexpr int64_t kTmaStrideElems = 8;  // the copy engine's strides are multiples of 16 bytes
 constexpr uintptr_t kTmaBaseAlign = 16;
-std::atomic<int64_t> g_launches{0};
 
 // A size-1 dimension's stride is never stepped (the API records it as 0); the encoder still wants a valid one: the
 // stride a packed tensor would have there, from the dimension inside it.
@@ -133,6 +81,109 @@ bool tma_addressable(const void* base, int head_dim, int64_t row, int64_t head, 
     batch = usable_stride(batch, batches, head, heads);
     return reinterpret_cast<uintptr_t>(base) % kTmaBaseAlign == 0 && fits(row) && fits(head) && fits(batch);
 }
+
+// ----- the choices: each made once a launch (LaunchPlan) ------------------------------------------------------------
+
+// The keys a query row sees, averaged over rows (causal halves it, a window bounds it); varlen: of the padded shape.
+constexpr int kMeanKeysSamples = 16;  // rows sampled: the visible range changes linearly along rows
+int64_t mean_visible_keys(const AttnParams& p) {
+    int64_t keys = 0;
+    for (int i = 0; i < kMeanKeysSamples; ++i) {
+        const int64_t row = (2 * i + 1) * int64_t(p.seqlen_q) / (2 * kMeanKeysSamples);
+        const KeyRange r = visible_keys(row, p.seqlen_q, p.seqlen_k, p.window_left, p.window_right);
+        keys += std::max<int64_t>(0, r.end - r.begin);
+    }
+    return keys / kMeanKeysSamples;
+}
+
+// From the sweeps of bench/NOTES_sm90.md: above head dim 64 the specialised schedule leads every other by 20-40%. At
+// head dim 64 the one-warpgroup serial blocks lead unless rows see many keys on average; there the three consumer
+// warpgroups do. A/B, three interleaved runs (v8), specialised3 / the previous default against cuDNN: 0.994 / 0.949
+// at 4k, 1.023 / 0.893 at 8k, 1.064 / 0.949 at 16k non-causal; 0.918 / 0.882 at 8k and 1.001 / 0.974 at 16k causal
+// (4096 and 8192 keys a row on average); behind at 2k non-causal (0.961 / 0.987) and 4k causal (0.887 / 0.909).
+constexpr int64_t kSpecialisedMinMeanKeys = 4096;
+const char* default_schedule(const AttnParams& p, int64_t mean_keys) {
+    if (p.head_dim > kSmallBucket) return "specialised";
+    return mean_keys >= kSpecialisedMinMeanKeys ? "specialised3" : "serial1";
+}
+
+// The persistent kernel writes its output by the copy engine through a tensor map over the padded output: not for
+// varlen (the map spans the packed rows, so a tile's rows past its sequence would land in the next one).
+bool persistent_output_ok(const AttnParams& p) {
+    return !p.is_varlen && tma_addressable(p.out, p.head_dim_v, p.out_row_stride, p.out_head_stride,
+                                           p.out_batch_stride, p.seqlen_q, p.nheads, p.batch);
+}
+// Where the persistent kernel measured ahead of one block a tile (bench/NOTES_sm90.md v12; interleaved A/B at hd128,
+// persistent / one-tile: +15.0 / +6.5% at seqlen 512 non-causal / causal, +9.8 / +8.9% at 1k, +0.7 / +5.6% at 2k,
+// +0.7 / +1.4% at 4k; at 8k-16k the one-tile kernel with its wide key tiles led by 7% and more): head dims above 64
+// up to 128 (at 64 the serial kernel's two blocks an SM lead; above 128 two Q tiles do not fit beside the K/V
+// stages), rows seeing up to 2048 keys on average. The persistent kernel keeps the narrower tiles: with the loop
+// over work tiles live beside them, S, P and O of the wider ones spill (ptxas: 224 bytes at 176 keys, 412 at 80
+// keys and head dim 256), so those are not compiled.
+constexpr int64_t kPersistentMaxMeanKeys = 2048;
+bool default_persistent(const AttnParams& p, int64_t mean_keys) {
+    return p.head_dim > kSmallBucket && p.head_dim <= kLargeBucket && p.head_dim_v == p.head_dim &&
+           mean_keys <= kPersistentMaxMeanKeys && persistent_output_ok(p);
+}
+// FLASHATTN_SM90_PERSISTENT: 1 the persistent kernel wherever it is compiled and can store the output, 0 never,
+// unset the default above.
+bool persistent_wanted(const AttnParams& p, int64_t mean_keys) {
+    const std::string forced = env_value("FLASHATTN_SM90_PERSISTENT");
+    if (forced == "1") return persistent_output_ok(p);
+    if (forced == "0") return false;
+    return default_persistent(p, mean_keys);
+}
+
+// Up to head dim 128 the 176-key tiles pay only with enough of them a block (the pipeline's fill and drain weigh more
+// in a short block). A/B at hd128 non-causal, three interleaved runs (bench/NOTES_sm90.md, v6): wide / narrow 0.956 at
+// seqlen 512, 0.960 at 1k, 0.985 at 2k, 1.006 at 4k (and +7% at 8k in a full sweep).
+constexpr int kWideMinKeys = 4096;
+// At head dim 256 the 80-key tiles pay with a causal mask too once rows see 1024 keys on average (interleaved A/B,
+// v8: +4.0% at 2k, +6.2% at 4k, +6.6% at 8k, +9.0% at 16k causal; -3.9% at 512). Up to head dim 128 they do not
+// (-4 to -13% at 512-2k causal, even at 8k-16k).
+constexpr int64_t kHugeWideCausalMinMeanKeys = 1024;
+bool wide_key_tiles(const AttnParams& p, int64_t mean_keys, bool persistent) {
+    const std::string forced = env_value("FLASHATTN_SM90_BLOCK_N");
+    if (forced == "128" || persistent) return false;
+    if (forced == "wide") return true;  // masks too: the mask edges then cross the wide tiles
+    const bool causal_only = p.window_left < 0 && p.window_right == 0;
+    if (p.head_dim > kLargeBucket && causal_only) return mean_keys >= kHugeWideCausalMinMeanKeys;
+    if (p.window_left >= 0 || p.window_right >= 0) return false;
+    return p.head_dim > kLargeBucket || p.seqlen_k >= kWideMinKeys;
+}
+
+// Turns between the consumer warpgroups (fwd_specialised_kernel.cuh): at head dim 256 they cost once rows are long.
+// Interleaved A/B at hd256 without / with turns (bench/NOTES_sm90.md v14): +2.9 / +6.7 / +4.1% at 4k / 8k / 16k
+// non-causal, +2.1 / +2.7 / +3.1% causal, +0.4 / +0.8% at 2k (+3.7% in a second run), -1.4 to 0% at 512-1k. Up to
+// head dim 128 they stay (0.97-1.00 without).
+constexpr int64_t kHugeFreeMinMeanKeys = 2048;
+bool takes_turns(const AttnParams& p, const std::string& schedule, int64_t mean_keys) {
+    if (schedule == "specialised_free") return false;
+    if (p.head_dim > kLargeBucket && !wide_qk_narrow_v(p)) return mean_keys < kHugeFreeMinMeanKeys;
+    return true;
+}
+
+// What a launch runs.
+struct LaunchPlan {
+    std::string schedule;  // serial1, specialised, specialised_free or specialised3 (FLASHATTN_SM90_SCHEDULE)
+    bool persistent;       // the persistent kernel, where the instance has one
+    bool wide;             // the wide key tiles
+    bool take_turns;
+};
+LaunchPlan launch_plan(const AttnParams& p) {
+    const int64_t mean_keys = mean_visible_keys(p);
+    LaunchPlan plan;
+    plan.schedule = env_value("FLASHATTN_SM90_SCHEDULE");
+    if (plan.schedule.empty()) plan.schedule = default_schedule(p, mean_keys);
+    plan.persistent = persistent_wanted(p, mean_keys);
+    plan.wide = wide_key_tiles(p, mean_keys, plan.persistent);
+    plan.take_turns = takes_turns(p, plan.schedule, mean_keys);
+    return plan;
+}
+
+// ----- the launch ---------------------------------------------------------------------------------------------------
+
+std::atomic<int64_t> g_launches{0};
 
 CUtensorMap attention_map(const void* base, ElemType dtype, int head_dim, int rows, int heads, int batch,
                           int64_t row_stride, int64_t head_stride, int64_t batch_stride, uint32_t box_cols,
@@ -152,7 +203,7 @@ int map_rows(const AttnParams& p, int64_t padded_rows, int64_t total_rows) {
 int map_batches(const AttnParams& p) { return p.is_varlen ? 1 : p.batch; }
 
 template <class T>
-void launch(const AttnParams& p, bool take_turns) {
+void launch(const AttnParams& p, const LaunchPlan& plan) {
     const int batches = map_batches(p);
     const CUtensorMap map_q = attention_map(p.q, p.dtype, p.head_dim, map_rows(p, p.seqlen_q, p.total_q), p.nheads,
                                             batches, p.q_row_stride, p.q_head_stride, p.q_batch_stride, T::kBoxCols,
@@ -169,9 +220,7 @@ void launch(const AttnParams& p, bool take_turns) {
     constexpr bool kHasPersistent = T::kSchedule == Sm90Schedule::specialised && !kWideTiles &&
                                     T::kWarpgroups == 2 && T::kHeadDim <= kLargeBucket &&
                                     T::kHeadDimV == T::kHeadDim;
-    // It stores the output by the copy engine: not for varlen (the map spans the packed rows, so a tile's rows past
-    // its sequence would land in the next one) and only where the map can address the output.
-    const bool persistent = kHasPersistent && persistent_wanted(p) && persistent_output_ok(p);
+    const bool persistent = kHasPersistent && plan.persistent;
     const CUtensorMap map_o = persistent ? attention_map(p.out, p.dtype, p.head_dim_v, p.seqlen_q, p.nheads, p.batch,
                                                          p.out_row_stride, p.out_head_stride, p.out_batch_stride,
                                                          T::kBoxCols, T::kRowsPerWarpgroup)
@@ -199,7 +248,7 @@ void launch(const AttnParams& p, bool take_turns) {
         const int64_t tiles = int64_t(m_blocks) * p.batch * p.nheads;
         const int64_t blocks = persistent ? std::min<int64_t>(tiles, current_device_props().sm_count) : tiles;
         kernel<<<static_cast<unsigned>(blocks), T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(
-            map_q, map_k, map_v, map_o, p, take_turns);
+            map_q, map_k, map_v, map_o, p, plan.take_turns);
     } else {
         kernel<<<grid, T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(map_q, map_k, map_v, p);
     }
@@ -208,63 +257,55 @@ void launch(const AttnParams& p, bool take_turns) {
 }
 
 template <ElemType kElem, int kWarpgroups, Sm90Schedule kSchedule, int kBlockN>
-void launch_shape(const AttnParams& p, bool take_turns = false) {
+void launch_shape(const AttnParams& p, const LaunchPlan& plan) {
     using Elem = ElemOf<kElem>;
     if (p.head_dim <= kSmallBucket)
-        launch<Sm90FwdTraits<Elem, kSmallBucket, kWarpgroups, kSchedule, kBlockN>>(p, take_turns);
+        launch<Sm90FwdTraits<Elem, kSmallBucket, kWarpgroups, kSchedule, kBlockN>>(p, plan);
     else
-        launch<Sm90FwdTraits<Elem, kLargeBucket, kWarpgroups, kSchedule, kBlockN>>(p, take_turns);
+        launch<Sm90FwdTraits<Elem, kLargeBucket, kWarpgroups, kSchedule, kBlockN>>(p, plan);
 }
 
 template <ElemType kElem>
-void launch_dtype(const AttnParams& p) {
-    std::string schedule = env_value("FLASHATTN_SM90_SCHEDULE");
-    if (schedule.empty()) schedule = sm90_default_schedule(p);
+void launch_dtype(const AttnParams& p, const LaunchPlan& plan) {
+    using Elem = ElemOf<kElem>;
+    constexpr auto kSpecialised = Sm90Schedule::specialised;
     if (wide_qk_narrow_v(p)) {
-        launch<Sm90FwdTraits<ElemOf<kElem>, kWideQkBucket, 2, Sm90Schedule::specialised, 128, kLargeBucket>>(
-            p, schedule != "specialised_free");
-        return;
-    }
-    if (p.head_dim > kLargeBucket) {
-        if (wide_key_tiles(p))
-            launch<Sm90FwdTraits<ElemOf<kElem>, kHugeBucket, 2, Sm90Schedule::specialised, kHugeWideBlockN>>(
-                p, schedule != "specialised_free");
+        launch<Sm90FwdTraits<Elem, kWideQkBucket, 2, kSpecialised, 128, kLargeBucket>>(p, plan);
+    } else if (p.head_dim > kLargeBucket) {
+        if (plan.wide)
+            launch<Sm90FwdTraits<Elem, kHugeBucket, 2, kSpecialised, kHugeWideBlockN>>(p, plan);
         else
-            launch<Sm90FwdTraits<ElemOf<kElem>, kHugeBucket, 2, Sm90Schedule::specialised, kHugeBlockN>>(
-                p, schedule != "specialised_free");
-        return;
-    }
-    if (schedule == "specialised3" && p.head_dim <= kSmallBucket) {
-        launch<Sm90FwdTraits<ElemOf<kElem>, kSmallBucket, 3, Sm90Schedule::specialised, kThreeWgBlockN>>(p, true);
-        return;
-    }
-    if (schedule == "specialised3") schedule = "specialised";  // compiled at head dim 64 alone
-    if (schedule == "specialised" || schedule == "specialised_free") {
-        if (wide_key_tiles(p))
-            launch_shape<kElem, 2, Sm90Schedule::specialised, kWideBlockN>(p, schedule == "specialised");
+            launch<Sm90FwdTraits<Elem, kHugeBucket, 2, kSpecialised, kHugeBlockN>>(p, plan);
+    } else if (plan.schedule == "specialised3" && p.head_dim <= kSmallBucket) {
+        launch<Sm90FwdTraits<Elem, kSmallBucket, 3, kSpecialised, kThreeWgBlockN>>(p, plan);
+    } else if (plan.schedule == "specialised" || plan.schedule == "specialised_free" ||
+               plan.schedule == "specialised3") {  // specialised3 is compiled at head dim 64 alone
+        if (plan.wide)
+            launch_shape<kElem, 2, kSpecialised, kWideBlockN>(p, plan);
         else
-            launch_shape<kElem, 2, Sm90Schedule::specialised, 128>(p, schedule == "specialised");
+            launch_shape<kElem, 2, kSpecialised, 128>(p, plan);
     } else {
-        launch_shape<kElem, 1, Sm90Schedule::serial, 64>(p);
+        launch_shape<kElem, 1, Sm90Schedule::serial, 64>(p, plan);
     }
 }
 
 }  // namespace
 
-// From the sweeps of bench/NOTES_sm90.md: above head dim 64 the specialised schedule leads every other by 20-40%. At
-// head dim 64 the one-warpgroup serial blocks lead unless rows see many keys on average; there the three consumer
-// warpgroups do. A/B, three interleaved runs (v8), specialised3 / the previous default against cuDNN: 0.994 / 0.949
-// at 4k, 1.023 / 0.893 at 8k, 1.064 / 0.949 at 16k non-causal; 0.918 / 0.882 at 8k and 1.001 / 0.974 at 16k causal
-// (4096 and 8192 keys a row on average); behind at 2k non-causal (0.961 / 0.987) and 4k causal (0.887 / 0.909).
-constexpr int64_t kSpecialisedMinMeanKeys = 4096;
-const char* sm90_default_schedule(const AttnParams& p) {
-    if (p.head_dim > kSmallBucket) return "specialised";
-    return mean_visible_keys(p) >= kSpecialisedMinMeanKeys ? "specialised3" : "serial1";
+const char* sm90_default_schedule(const AttnParams& p) { return default_schedule(p, mean_visible_keys(p)); }
+
+bool sm90_wide_key_tiles(const AttnParams& p) {
+    const int64_t mean_keys = mean_visible_keys(p);
+    return wide_key_tiles(p, mean_keys, persistent_wanted(p, mean_keys));
 }
 
-bool sm90_wide_key_tiles(const AttnParams& p) { return wide_key_tiles(p); }
+bool sm90_default_persistent(const AttnParams& p) { return default_persistent(p, mean_visible_keys(p)); }
 
-bool sm90_default_persistent(const AttnParams& p) { return default_persistent(p); }
+bool sm90_takes_turns(const AttnParams& p) {
+    std::string schedule = env_value("FLASHATTN_SM90_SCHEDULE");
+    const int64_t mean_keys = mean_visible_keys(p);
+    if (schedule.empty()) schedule = default_schedule(p, mean_keys);
+    return takes_turns(p, schedule, mean_keys);
+}
 
 bool sm90_forward_handles(const AttnParams& p) {
     if (p.op != OpKind::forward) return false;
@@ -293,10 +334,11 @@ bool sm90_forward_handles(const AttnParams& p) {
 }
 
 void launch_fwd_sm90(const AttnParams& p) {
+    const LaunchPlan plan = launch_plan(p);
     if (p.dtype == ElemType::bf16)
-        launch_dtype<ElemType::bf16>(p);
+        launch_dtype<ElemType::bf16>(p, plan);
     else
-        launch_dtype<ElemType::f16>(p);
+        launch_dtype<ElemType::f16>(p, plan);
 }
 
 int64_t sm90_forward_launches() { return g_launches.load(std::memory_order_relaxed); }

@@ -26,6 +26,11 @@ bool sm90_wide_key_tiles(const AttnParams& p);
 // dims 65-128, rows seeing up to 2048 keys on average, no varlen, an output the copy engine can address.
 bool sm90_default_persistent(const AttnParams& p);
 
+// Whether the specialised schedule's consumer warpgroups take turns issuing their products for p: yes up to head dim
+// 128 (and at 192/128), at head dim 256 only where rows see fewer than 2048 keys on average; never under
+// FLASHATTN_SM90_SCHEDULE=specialised_free.
+bool sm90_takes_turns(const AttnParams& p);
+
 void launch_fwd_sm90(const AttnParams& p);
 
 // Launches so far in this process: lets a test tell that the Hopper path, not the fallback, computed its case.

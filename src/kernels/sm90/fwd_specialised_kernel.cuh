@@ -7,7 +7,8 @@
 //   consumers: the overlapped step: S(j) = Q K(j)^T and O += P(j-1) V(j-1) in flight
 //     together, the exponentials of S(j) computed while the second runs, O rescaled once it is done. Each warp hands
 //     a stage back (one arrival on its empty mbarrier) as soon as the wgmma wait that covers its reads returns, so
-//     the producer refills it without a block-wide barrier.
+//     the producer refills it without a block-wide barrier. Where it measured ahead (head dim 256, and the persistent
+//     kernel), the softmax rescales lazily (softmax_scores_lazy): O only when a row's maximum grew by 2^8 or more.
 //   taking turns (take_turns, a run-time choice): the consumer warpgroups issue their products one after the
 //     other, each waiting on its named barrier for the previous one's signal, so that one's softmax runs while the
 //     others' products keep the tensor cores busy rather than all asking for them at once.
@@ -39,6 +40,9 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     constexpr int kQBuffers = kPersistent ? 2 : 1;
     constexpr bool kMarks = !kPersistent;  // the timeline's marks (timeline.cuh), one-tile kernel only
     const int qb = done % kQBuffers;
+    // Lazy rescaling, A/B against the plain online softmax (bench/NOTES_sm90.md v14): +2 to +6% at every head dim 256
+    // shape; at head dim 128 +0.4 to +8% in the persistent kernel (rows up to 2048 keys), -1.5 to 0% one tile a block.
+    constexpr bool kLazyRescale = kPersistent || T::kHeadDimV > 128;
     const bool warp_leader = tid % 32 == 0;
     const bool store_issuer = tid % 128 == 0;  // issues and waits for the warpgroup's output stores (persistent)
     // Turns go round the consumer warpgroups: w waits on barrier kTurnBarrier + w (its own 128 threads and the
@@ -118,7 +122,10 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         release_stored_q();
         if (kMarks && tid == 0) timeline_mark(kTlFirstS);
         prepare_scores<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
-        softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        if constexpr (kLazyRescale)
+            softmax_scores_lazy<T>(acc_s, row_max, row_sum, exp2_mult, rescale);  // O is still zero: not rescaled
+        else
+            softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         pack_p<T>(a_frag, acc_s);
     }
     for (int i = 1; i < tiles; ++i) {
@@ -132,12 +139,23 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         ptx::fence_registers(s_flat);
         release_k(i);
         prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
-        softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        bool moved = true;  // this warp's running maximum, so O must be rescaled
+        if constexpr (kLazyRescale)
+            moved = softmax_scores_lazy<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        else
+            softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         ptx::wgmma_wait<0>();                       // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
         ptx::fence_registers(o_flat);
         release_v(i - 1);
-        rescale_rows<T>(acc_o, rescale);
-        pack_p<T>(a_frag, acc_s);
+        if constexpr (kLazyRescale) {
+            // P packed first: ptxas then interleaves the packing with the exponentials (the other order put all 44
+            // conversions after the branch, 2-4% slower at head dim 128).
+            pack_p<T>(a_frag, acc_s);
+            if (moved) rescale_rows<T>(acc_o, rescale);
+        } else {
+            rescale_rows<T>(acc_o, rescale);
+            pack_p<T>(a_frag, acc_s);
+        }
     }
     if (tiles > 0) {
         wait_v(tiles - 1);
