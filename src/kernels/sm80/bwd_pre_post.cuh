@@ -60,8 +60,9 @@ __global__ void bwd_preprocess_kernel(const AttnParams p, float* softmax_d, floa
     const int c = static_cast<int>(thread % lanes);
     const int64_t rows = q_rows(p);
     const bool live = row_head < rows * p.nheads;  // every lane stays for the shuffles
-    const int64_t r = live ? row_head / p.nheads : 0;
-    const int h = static_cast<int>(row_head - (row_head / p.nheads) * p.nheads);
+    const int64_t row = row_head / p.nheads;
+    const int64_t r = live ? row : 0;
+    const int h = static_cast<int>(row_head - row * p.nheads);
     int64_t b, i;
     split_row(p, r, b, i);
     float dot = 0.f;

@@ -182,6 +182,13 @@ __device__ __forceinline__ int64_t block_work_tile(int j) {
     const int64_t g = gridDim.x, b = blockIdx.x;
     return j % 2 == 0 ? j * g + b : (j + 1) * g - 1 - b;
 }
+// f(t) for each of this block's work tiles t < total, in block_work_tile's order: the producer and the consumers walk
+// the same sequence.
+template <class F>
+__device__ __forceinline__ void for_each_block_work_tile(int64_t total, F&& f) {
+    for (int j = 0; int64_t(j) * gridDim.x < total; ++j)
+        if (const int64_t t = block_work_tile(j); t < total) f(static_cast<int>(t));
+}
 
 // Scores the softmax sees, where the forward transforms them (softcap, ALiBi): then exp2 takes log2(e), not the
 // scale, as its multiplier (score_exp2_mult) and the scale is applied here.
@@ -428,15 +435,15 @@ __device__ __forceinline__ void warpgroup_sync(int wg) {
     ptx::named_barrier_sync_nth<kEpilogueBarrier, kMaxConsumerWarpgroups>(wg, 128);
 }
 // map_o (not null: the persistent kernel, no varlen, an output the copy engine can address): the staged rows go out as
-// one box store per 64 columns, issued by the warpgroup's first thread as one bulk group, which nobody waits for here:
-// that thread waits for the copy engine's reads (ptx::bulk_wait_group_read_all) before the Q tile is reused or the
-// block exits.
+// one box store per 64 columns, issued by the warpgroup's thread `store_issuer` as one bulk group, which nobody waits
+// for here: that thread waits for the copy engine's reads (ptx::bulk_wait_group_read_all) before the Q tile is reused
+// or the block exits.
 template <class T, bool kStaged = true>
 __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTiles][T::kDTiles][4],
                                                    const float (&row_max)[T::kMTiles][2],
                                                    const float (&row_sum)[T::kMTiles][2], const AttnParams& p,
                                                    const Sm90Place<T>& at, typename T::Elem* q_tile,
-                                                   const CUtensorMap* map_o = nullptr) {
+                                                   const CUtensorMap* map_o = nullptr, bool store_issuer = false) {
     using Elem = typename T::Elem;
     Elem* out = static_cast<Elem*>(p.out) + at.b * p.out_batch_stride +
                 int64_t(at.q_row0 + at.m0) * p.out_row_stride + at.h * p.out_head_stride;
@@ -481,7 +488,7 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
             warpgroup_sync(at.wg);  // the warpgroup's rows are staged
             if (first_thread) timeline_mark(kTlEpilogueStaged);
             if (map_o) {
-                if (at.warp_row0 % T::kRowsPerWarpgroup == 0 && at.group == 0 && at.tig == 0) {
+                if (store_issuer) {
 #pragma unroll
                     for (int bx = 0; bx < T::kBoxesV; ++bx)
                         ptx::tma_store_4d(map_o, region + bx * T::kBlockM * T::kRowBytes, bx * T::kBoxCols,

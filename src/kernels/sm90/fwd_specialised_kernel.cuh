@@ -281,18 +281,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     int store_pending = -1;  // the Q tile whose output stores have not been seen read (consume_work_tile)
     if constexpr (kPersistent) {
         int kv = 0, done = 0;
-        for (int j = 0; int64_t(j) * gridDim.x < total; ++j) {
-            const int64_t t = block_work_tile(j);
-            if (t >= total) continue;
-            const Sm90Place<T> at = place(static_cast<int>(t));
-            if (at.rows <= 0) continue;
+        for_each_block_work_tile(total, [&](int t) {
+            const Sm90Place<T> at = place(t);
+            if (at.rows <= 0) return;
             static_assert(T::kKStages == 2 && T::kVStages == 2, "kv's parity is both rings' offset");
             if (kv % 2 == 0)
                 consume_work_tile<T, true, 0>(p, s, at, tid, kv, done, take_turns, &map_o, store_pending);
             else
                 consume_work_tile<T, true, 1>(p, s, at, tid, kv, done, take_turns, &map_o, store_pending);
             kv += at.n_tile_end - at.n_tile_begin, ++done;
-        }
+        });
         // The last output's shared-memory source must stay until the copy engine has read it.
         if (store_pending >= 0 && tid % 128 == 0) ptx::bulk_wait_group_read_all();
     } else {  // one work tile a block: straight-line code
