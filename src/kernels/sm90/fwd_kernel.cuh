@@ -443,7 +443,7 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
                                                    const float (&row_max)[T::kMTiles][2],
                                                    const float (&row_sum)[T::kMTiles][2], const AttnParams& p,
                                                    const Sm90Place<T>& at, typename T::Elem* q_tile,
-                                                   const CUtensorMap* map_o = nullptr, bool store_issuer = false) {
+                                                   const CUtensorMap* map_o, bool store_issuer) {
     using Elem = typename T::Elem;
     Elem* out = static_cast<Elem*>(p.out) + at.b * p.out_batch_stride +
                 int64_t(at.q_row0 + at.m0) * p.out_row_stride + at.h * p.out_head_stride;
@@ -619,7 +619,7 @@ __global__ void __launch_bounds__(T::kThreads)
         __syncthreads();  // every warp is done with stage st: refill it
         if (tid == 0 && n_tile + T::kKStages < at.n_tile_end) issue_kv(n_tile + T::kKStages, st);
     }
-    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at, s.q[0][0]);
+    store_rows_and_lse<T>(acc_o, row_max, row_sum, p, at, s.q[0][0], nullptr, false);
 #endif
 }
 

@@ -173,7 +173,8 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     }
     if (kMarks && tid == 0) timeline_mark(kTlLastPv);
     release_stored_q();  // a work tile without key tiles
-    store_rows_and_lse<T, true>(acc_o, row_max, row_sum, p, at, s.q[qb][0], kPersistent ? map_o : nullptr);
+    store_rows_and_lse<T, true>(acc_o, row_max, row_sum, p, at, s.q[qb][0], kPersistent ? map_o : nullptr,
+                                store_issuer);
     if (kMarks && tid % 128 == 0 && wg < 2) timeline_mark(wg == 0 ? kTlStored0 : kTlStored1);
     if (kPersistent) {
         store_pending = qb;
