@@ -83,7 +83,36 @@ __device__ __forceinline__ void scores_tile(float (&acc_s)[T::kMTiles][T::kNTile
 }
 
 // Scores are in units whose exp2 after multiplying by exp2_mult is the softmax numerator. A row that has seen only
-// masked keys keeps its max at -inf; 0 is subtracted then, so that exp2 gives 0 rather than NaN.
+// masked keys keeps its max at -inf; 0 is subtracted then, so that exp2 gives 0 rather than NaN (scaled_max).
+__device__ __forceinline__ float scaled_max(float max, float exp2_mult) {
+    return max == -INFINITY ? 0.f : max * exp2_mult;
+}
+// The maximum of S over this tile's keys in one row of m16 tile mt (half 0: the fragment's row `group`, 1: group + 8),
+// across the quad of threads that hold the row.
+template <class T>
+__device__ __forceinline__ float row_tile_max(const float (&acc_s)[T::kMTiles][T::kNTiles][4], int mt, int half) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < T::kNTiles; ++nt)
+        tile_max = fmaxf(tile_max, fmaxf(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1]));
+    return ptx::quad_max(tile_max);
+}
+// P = exp2(S * exp2_mult - max_scaled) in place over that row's scores held by this thread; returns their sum.
+template <class T>
+__device__ __forceinline__ float row_exp2_sum(float (&acc_s)[T::kMTiles][T::kNTiles][4], int mt, int half,
+                                              float exp2_mult, float max_scaled) {
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            float& s = acc_s[mt][nt][2 * half + j];
+            s = ptx::exp2_fast(s * exp2_mult - max_scaled);
+            sum += s;
+        }
+    return sum;
+}
+
 // The online softmax in two steps: softmax_scores turns S into P and updates the running max and sums, returning in
 // `rescale` the factor O must be multiplied by; rescale_rows applies it. A kernel whose O is still being accumulated
 // by an asynchronous product (the Hopper forward) runs the first step meanwhile and the second after.
@@ -95,24 +124,11 @@ __device__ __forceinline__ void softmax_scores(float (&acc_s)[T::kMTiles][T::kNT
     for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            float tile_max = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < T::kNTiles; ++nt)
-                tile_max = fmaxf(tile_max, fmaxf(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1]));
-            tile_max = ptx::quad_max(tile_max);
-            const float new_max = fmaxf(row_max[mt][half], tile_max);
-            const float max_scaled = new_max == -INFINITY ? 0.f : new_max * exp2_mult;
+            const float new_max = fmaxf(row_max[mt][half], row_tile_max<T>(acc_s, mt, half));
+            const float max_scaled = scaled_max(new_max, exp2_mult);
             rescale[mt][half] = ptx::exp2_fast(row_max[mt][half] * exp2_mult - max_scaled);
             row_max[mt][half] = new_max;
-            float sum = 0.f;
-#pragma unroll
-            for (int nt = 0; nt < T::kNTiles; ++nt)
-#pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    float& s = acc_s[mt][nt][2 * half + j];
-                    s = ptx::exp2_fast(s * exp2_mult - max_scaled);
-                    sum += s;
-                }
+            const float sum = row_exp2_sum<T>(acc_s, mt, half, exp2_mult, max_scaled);
             row_sum[mt][half] = row_sum[mt][half] * rescale[mt][half] + sum;
         }
 }

@@ -228,14 +228,12 @@ template <class T>
 __device__ __forceinline__ bool softmax_scores_lazy(float (&acc_s)[T::kMTiles][T::kNTiles][4],
                                                     float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][2],
                                                     float exp2_mult, float (&rescale)[T::kMTiles][2]) {
+    static_assert(T::kMTiles == 1, "one m16 tile of rows a warp");
     float tile_max[2];
     bool grew = false;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-        float m = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < T::kNTiles; ++nt) m = fmaxf(m, fmaxf(acc_s[0][nt][2 * half], acc_s[0][nt][2 * half + 1]));
-        tile_max[half] = ptx::quad_max(m);
+        tile_max[half] = row_tile_max<T>(acc_s, 0, half);
         // -inf + kLazyRescaleLog2 is -inf: a row's first finite score always moves its maximum.
         grew |= tile_max[half] * exp2_mult > row_max[0][half] * exp2_mult + kLazyRescaleLog2;
     }
@@ -244,20 +242,10 @@ __device__ __forceinline__ bool softmax_scores_lazy(float (&acc_s)[T::kMTiles][T
     for (int half = 0; half < 2; ++half) {
         if (moved) {
             const float new_max = fmaxf(row_max[0][half], tile_max[half]);
-            const float new_scaled = new_max == -INFINITY ? 0.f : new_max * exp2_mult;
-            rescale[0][half] = ptx::exp2_fast(row_max[0][half] * exp2_mult - new_scaled);
+            rescale[0][half] = ptx::exp2_fast(row_max[0][half] * exp2_mult - scaled_max(new_max, exp2_mult));
             row_max[0][half] = new_max;
         }
-        const float max_scaled = row_max[0][half] == -INFINITY ? 0.f : row_max[0][half] * exp2_mult;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < T::kNTiles; ++nt)
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-                float& s = acc_s[0][nt][2 * half + j];
-                s = ptx::exp2_fast(s * exp2_mult - max_scaled);
-                sum += s;
-            }
+        const float sum = row_exp2_sum<T>(acc_s, 0, half, exp2_mult, scaled_max(row_max[0][half], exp2_mult));
         row_sum[0][half] = (moved ? row_sum[0][half] * rescale[0][half] : row_sum[0][half]) + sum;
     }
     return moved;
@@ -438,6 +426,9 @@ __device__ __forceinline__ void warpgroup_sync(int wg) {
 // one box store per 64 columns, issued by the warpgroup's thread `store_issuer` as one bulk group, which nobody waits
 // for here: that thread waits for the copy engine's reads (ptx::bulk_wait_group_read_all) before the Q tile is reused
 // or the block exits.
+// The thread of each consumer warpgroup (tid: the index among the consumer threads) that issues that warpgroup's
+// output box stores and waits for the copy engine to have read them.
+__device__ __forceinline__ bool output_store_issuer(int tid) { return tid % 128 == 0; }
 template <class T, bool kStaged = true>
 __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTiles][T::kDTiles][4],
                                                    const float (&row_max)[T::kMTiles][2],

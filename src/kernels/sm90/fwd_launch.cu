@@ -293,19 +293,11 @@ void launch_dtype(const AttnParams& p, const LaunchPlan& plan) {
 
 const char* sm90_default_schedule(const AttnParams& p) { return default_schedule(p, mean_visible_keys(p)); }
 
-bool sm90_wide_key_tiles(const AttnParams& p) {
-    const int64_t mean_keys = mean_visible_keys(p);
-    return wide_key_tiles(p, mean_keys, persistent_wanted(p, mean_keys));
-}
+bool sm90_wide_key_tiles(const AttnParams& p) { return launch_plan(p).wide; }
 
 bool sm90_default_persistent(const AttnParams& p) { return default_persistent(p, mean_visible_keys(p)); }
 
-bool sm90_takes_turns(const AttnParams& p) {
-    std::string schedule = env_value("FLASHATTN_SM90_SCHEDULE");
-    const int64_t mean_keys = mean_visible_keys(p);
-    if (schedule.empty()) schedule = default_schedule(p, mean_keys);
-    return takes_turns(p, schedule, mean_keys);
-}
+bool sm90_takes_turns(const AttnParams& p) { return launch_plan(p).take_turns; }
 
 bool sm90_forward_handles(const AttnParams& p) {
     if (p.op != OpKind::forward) return false;

@@ -44,7 +44,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     // shape; at head dim 128 +0.4 to +8% in the persistent kernel (rows up to 2048 keys), -1.5 to 0% one tile a block.
     constexpr bool kLazyRescale = kPersistent || T::kHeadDimV > 128;
     const bool warp_leader = tid % 32 == 0;
-    const bool store_issuer = tid % 128 == 0;  // issues and waits for the warpgroup's output stores (persistent)
+    const bool store_issuer = output_store_issuer(tid);  // the warpgroup's output stores (persistent)
     // Turns go round the consumer warpgroups: w waits on barrier kTurnBarrier + w (its own 128 threads and the
     // signalling warpgroup's 128), then signals the next one's. The last warpgroup opens the first round and skips
     // its last signal, so every barrier phase a warpgroup waits for is completed exactly once.
@@ -293,7 +293,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             kv += at.n_tile_end - at.n_tile_begin, ++done;
         });
         // The last output's shared-memory source must stay until the copy engine has read it.
-        if (store_pending >= 0 && tid % 128 == 0) ptx::bulk_wait_group_read_all();
+        if (store_pending >= 0 && output_store_issuer(tid)) ptx::bulk_wait_group_read_all();
     } else {  // one work tile a block: straight-line code
         const Sm90Place<T> at = place(blockIdx.x);
         if (at.rows > 0) consume_work_tile<T, false>(p, s, at, tid, 0, 0, take_turns, nullptr, store_pending);
