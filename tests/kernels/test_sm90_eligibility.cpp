@@ -165,7 +165,7 @@ TEST(Sm90Eligibility, WideKeyTilesFollowMasksHeadDimAndLength) {
     EXPECT_FALSE(wide(16384, 256, 4096, kCausal));       // a window
 }
 
-// The persistent kernel by default (sm90_default_persistent): head dims 65-128, rows seeing up to 2048 keys on average
+// The persistent kernel by default (sm90_default_persistent): head dims 65-128, rows seeing fewer than 3072 keys on average
 // (causal halves the mean), not varlen, an output whose strides the copy engine can step.
 TEST(Sm90Eligibility, PersistentByDefaultForShortRowsAtHeadDims65To128) {
     auto persistent = [](int seqlen, int head_dim, int window_right) {
@@ -178,7 +178,8 @@ TEST(Sm90Eligibility, PersistentByDefaultForShortRowsAtHeadDims65To128) {
     EXPECT_TRUE(persistent(2048, 128, kUnbounded));
     EXPECT_FALSE(persistent(4096, 128, kUnbounded));
     EXPECT_TRUE(persistent(2048, 128, kCausal));
-    EXPECT_FALSE(persistent(4096, 128, kCausal));  // 2049 keys a row on average (16 rows sampled)
+    EXPECT_TRUE(persistent(4096, 128, kCausal));   // 2049 keys a row on average (16 rows sampled)
+    EXPECT_FALSE(persistent(6144, 128, kCausal));  // 3073
     EXPECT_FALSE(persistent(8192, 128, kCausal));
     EXPECT_TRUE(persistent(1000, 72, kUnbounded));
     EXPECT_FALSE(persistent(512, 64, kUnbounded));

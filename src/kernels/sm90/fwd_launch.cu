@@ -15,7 +15,7 @@
 // FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere, =wide takes the wider ones everywhere (masks too).
 // The specialised kernel runs one block a work tile, or persistent, one block an SM looping over the tiles with two Q
 // tiles in flight and the output stored by the copy engine (up to head dim 128 with the 128-key tiles, no varlen):
-// by default at head dims 65-128 where rows see up to 2048 keys on average; FLASHATTN_SM90_PERSISTENT=1 / 0 forces
+// by default at head dims 65-128 where rows see fewer than 3072 keys on average; FLASHATTN_SM90_PERSISTENT=1 / 0 forces
 // it on / off. The consumer warpgroups take turns issuing their products except at head dim 256 where rows see 2048
 // keys or more on average (specialised_free: never). Every choice is made once a launch (launch_plan).
 #include <cuda_runtime.h>
@@ -115,15 +115,16 @@ bool persistent_output_ok(const AttnParams& p) {
 }
 // Where the persistent kernel measured ahead of one block a tile (bench/NOTES_sm90.md v12; interleaved A/B at hd128,
 // persistent / one-tile: +15.0 / +6.5% at seqlen 512 non-causal / causal, +9.8 / +8.9% at 1k, +0.7 / +5.6% at 2k,
-// +0.7 / +1.4% at 4k; at 8k-16k the one-tile kernel with its wide key tiles led by 7% and more): head dims above 64
-// up to 128 (at 64 the serial kernel's two blocks an SM lead; above 128 two Q tiles do not fit beside the K/V
-// stages), rows seeing up to 2048 keys on average. The persistent kernel keeps the narrower tiles: with the loop
-// over work tiles live beside them, S, P and O of the wider ones spill (ptxas: 224 bytes at 176 keys, 412 at 80
-// keys and head dim 256), so those are not compiled.
-constexpr int64_t kPersistentMaxMeanKeys = 2048;
+// +0.7 / +1.4% at 4k; at 8k-16k the one-tile kernel with its wide key tiles led by 7% and more; with the lazy
+// softmax, v14: +1.9 / +0.6% at 2k, -1.3 / +3.3% at 4k, -2.6 / -0.1% at 8k): head dims above 64 up to 128 (at 64 the
+// serial kernel's two blocks an SM lead; above 128 two Q tiles do not fit beside the K/V stages), rows seeing fewer
+// than 3072 keys on average (4k causal, 2049, in; 4k non-causal and 8k causal, 4096, out). The persistent kernel keeps
+// the narrower tiles: with the loop over work tiles live beside them, S, P and O of the wider ones spill (ptxas: 224
+// bytes at 176 keys, 412 at 80 keys and head dim 256), so those are not compiled.
+constexpr int64_t kPersistentMaxMeanKeys = 3072;
 bool default_persistent(const AttnParams& p, int64_t mean_keys) {
     return p.head_dim > kSmallBucket && p.head_dim <= kLargeBucket && p.head_dim_v == p.head_dim &&
-           mean_keys <= kPersistentMaxMeanKeys && persistent_output_ok(p);
+           mean_keys < kPersistentMaxMeanKeys && persistent_output_ok(p);
 }
 // FLASHATTN_SM90_PERSISTENT: 1 the persistent kernel wherever it is compiled and can store the output, 0 never,
 // unset the default above.

@@ -23,7 +23,7 @@ const char* sm90_default_schedule(const AttnParams& p);
 bool sm90_wide_key_tiles(const AttnParams& p);
 
 // Whether the specialised schedule runs its persistent kernel for p unless FLASHATTN_SM90_PERSISTENT decides: head
-// dims 65-128, rows seeing up to 2048 keys on average, no varlen, an output the copy engine can address.
+// dims 65-128, rows seeing fewer than 3072 keys on average, no varlen, an output the copy engine can address.
 bool sm90_default_persistent(const AttnParams& p);
 
 // Whether the specialised schedule's consumer warpgroups take turns issuing their products for p: yes up to head dim

@@ -41,7 +41,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     constexpr bool kMarks = !kPersistent;  // the timeline's marks (timeline.cuh), one-tile kernel only
     const int qb = done % kQBuffers;
     // Lazy rescaling, A/B against the plain online softmax (bench/NOTES_sm90.md v14): +2 to +6% at every head dim 256
-    // shape; at head dim 128 +0.4 to +8% in the persistent kernel (rows up to 2048 keys), -1.5 to 0% one tile a block.
+    // shape; at head dim 128 +0.4 to +8% in the persistent kernel (short rows), -1.5 to 0% one tile a block.
     constexpr bool kLazyRescale = kPersistent || T::kHeadDimV > 128;
     const bool warp_leader = tid % 32 == 0;
     const bool store_issuer = output_store_issuer(tid);  // the warpgroup's output stores (persistent)
