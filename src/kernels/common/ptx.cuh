@@ -123,6 +123,15 @@ __device__ __forceinline__ void wait_for_prior_grid() {
 #endif
 }
 
+// The other side: lets the kernel after this one in the stream, launched as a programmatic dependent, have its blocks
+// launched once every block of this grid has executed this (or exited), rather than once this grid has ended; they
+// then wait in wait_for_prior_grid. A no-op before sm_90.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // ----- global reductions ---------------------------------------------------------------------------------------------
 
 // gmem[0..3] += a, b, c, d, fire and forget. sm_90 has a vector form (one instruction, one request per 16 bytes

@@ -131,6 +131,9 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
     Elem* sV = sK + T::kKeyBuffers * T::kBlockN * T::kStride;
     auto key_buffer = [&](int n_tile) { return sK + (n_tile % T::kKeyBuffers) * T::kBlockN * T::kStride; };
 
+    // With splits, the combine (a programmatic dependent, kvcache_launch.cuh) may have its blocks launched now: they
+    // wait for this grid's end on the GPU instead of being launched after it.
+    if (plan.num_splits > 1) ptx::allow_dependent_launch();
     const int m_block = blockIdx.x, split = blockIdx.z;
     const int b = blockIdx.y / p.nheads_k, hk = blockIdx.y % p.nheads_k;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
