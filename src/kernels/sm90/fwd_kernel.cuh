@@ -422,13 +422,13 @@ constexpr int kTurnBarrier = 1, kEpilogueBarrier = 4, kZeroBarrier = 7, kMaxCons
 __device__ __forceinline__ void warpgroup_sync(int wg) {
     ptx::named_barrier_sync_nth<kEpilogueBarrier, kMaxConsumerWarpgroups>(wg, 128);
 }
-// map_o (not null: the persistent kernel, no varlen, an output the copy engine can address): the staged rows go out as
-// one box store per 64 columns, issued by the warpgroup's thread `store_issuer` as one bulk group, which nobody waits
-// for here: that thread waits for the copy engine's reads (ptx::bulk_wait_group_read_all) before the Q tile is reused
-// or the block exits.
 // The thread of each consumer warpgroup (tid: the index among the consumer threads) that issues that warpgroup's
 // output box stores and waits for the copy engine to have read them.
 __device__ __forceinline__ bool output_store_issuer(int tid) { return tid % 128 == 0; }
+// map_o (not null: the persistent kernel, no varlen, an output the copy engine can address): the staged rows go out as
+// one box store per 64 columns, issued by the warpgroup's thread `store_issuer` (output_store_issuer) as one bulk
+// group, which nobody waits for here: that thread waits for the copy engine's reads (ptx::bulk_wait_group_read_all)
+// before the Q tile is reused or the block exits.
 template <class T, bool kStaged = true>
 __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTiles][T::kDTiles][4],
                                                    const float (&row_max)[T::kMTiles][2],
