@@ -146,6 +146,10 @@ std::vector<AttnCase> sm90_cases() {
                      .head_dim = 128, .tag = "many_tiles"});
     cases.push_back({.dtype = kF16, .batch = 4, .seqlen_q = 301, .seqlen_k = 517, .nheads = 24, .nheads_k = 8,
                      .head_dim = 64, .causal = true, .tag = "many_tiles"});
+    // Causal with more query rows than keys: the first row blocks see no key, so the persistent kernel's blocks meet
+    // work tiles without key tiles between ones with (its last step then starts no next tile's S product).
+    cases.push_back({.dtype = kBF16, .batch = 4, .seqlen_q = 700, .seqlen_k = 150, .nheads = 24, .nheads_k = 8,
+                     .head_dim = 128, .causal = true, .tag = "many_tiles"});
     cases.push_back({.dtype = kF16, .seqlen_q = 113, .seqlen_k = 512, .head_dim = 256, .window_left = 32,
                      .window_right = 16});
     // A softmax scale of 1 spreads the scores (standard deviation sqrt(head_dim)), so rows' maxima keep growing by

@@ -182,13 +182,17 @@ __device__ __forceinline__ int64_t block_work_tile(int j) {
     const int64_t g = gridDim.x, b = blockIdx.x;
     return j % 2 == 0 ? j * g + b : (j + 1) * g - 1 - b;
 }
-// f(t) for each of this block's work tiles t < total, in block_work_tile's order: the producer and the consumers walk
-// the same sequence.
-template <class F>
-__device__ __forceinline__ void for_each_block_work_tile(int64_t total, F&& f) {
-    for (int j = 0; int64_t(j) * gridDim.x < total; ++j)
-        if (const int64_t t = block_work_tile(j); t < total) f(static_cast<int>(t));
-}
+// This block's work tiles below `total`, in block_work_tile's order: next() gives the next one, -1 past the last. The
+// producer and the consumers walk the same sequence.
+struct BlockWorkTiles {
+    int64_t total;
+    int j = 0;
+    __device__ __forceinline__ int next() {
+        for (; int64_t(j) * gridDim.x < total; ++j)
+            if (const int64_t t = block_work_tile(j); t < total) return ++j, static_cast<int>(t);
+        return -1;
+    }
+};
 
 // Scores the softmax sees, where the forward transforms them (softcap, ALiBi): then exp2 takes log2(e), not the
 // scale, as its multiplier (score_exp2_mult) and the scale is applied here.
@@ -419,6 +423,7 @@ __device__ __forceinline__ void prepare_scores(float (&acc_s)[T::kMTiles][T::kNT
 // Named barriers: 1-3 the consumer warpgroups' turns (fwd_specialised_kernel.cuh), 4-6 one per consumer warpgroup
 // for the epilogue, 7 the V tail's zeroing.
 constexpr int kTurnBarrier = 1, kEpilogueBarrier = 4, kZeroBarrier = 7, kMaxConsumerWarpgroups = 3;
+constexpr int kTurnThreads = 256;  // a turn's barrier: the waiting warpgroup and the signalling one
 __device__ __forceinline__ void warpgroup_sync(int wg) {
     ptx::named_barrier_sync_nth<kEpilogueBarrier, kMaxConsumerWarpgroups>(wg, 128);
 }
