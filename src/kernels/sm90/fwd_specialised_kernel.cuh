@@ -183,6 +183,7 @@ __device__ __forceinline__ bool consume_work_tile(const AttnParams& p, Sm90FwdSm
     }
     // This work tile's output: normalised, staged in its Q tile, stored.
     auto store_tile = [&] {
+        if (kPersistent && tiles == 0) start_rows<T>(r.acc_o, r.row_max, r.row_sum);  // no key: zeros, LSE +inf
         if (kMarks && tid == 0) timeline_mark(kTlLastPv);
         release_stored_q();  // a work tile without key tiles
         store_rows_and_lse<T, true>(r.acc_o, r.row_max, r.row_sum, p, at, s.q[qb][0], kPersistent ? map_o : nullptr,
@@ -211,10 +212,10 @@ __device__ __forceinline__ bool consume_work_tile(const AttnParams& p, Sm90FwdSm
     // all of its own products: ptxas serialises every wgmma where one may still run past a branch's join.
     if (kPersistent && tiles > 0 && next != nullptr && next->n_tile_end > next->n_tile_begin) {
         const int next_qb = (done + 1) % kQBuffers, next_ks = ptx::warp_uniform((kRingOffset + tiles) % T::kKStages);
-        ptx::mbarrier_wait(&s.q_full[next_qb], ((done + 1) / kQBuffers) % 2);
-        ptx::mbarrier_wait(&s.k_full[next_ks], ((kv + tiles) / T::kKStages) % 2);
         my_turn();
         issue_pv<T>(r.acc_o, r.a_frag, v_smem(tiles - 1));  // group 1: O += P V of the last key tile
+        ptx::mbarrier_wait(&s.q_full[next_qb], ((done + 1) / kQBuffers) % 2);
+        ptx::mbarrier_wait(&s.k_full[next_ks], ((kv + tiles) / T::kKStages) % 2);
         issue_qk<T>(acc_s, ptx::smem_addr(s.q[next_qb][0]) + at.q_rows_offset, ptx::smem_addr(s.k[next_ks][0]));
         your_turn();
         ptx::wgmma_wait<1>();  // the last P V is done; the next tile's S may still run
@@ -303,7 +304,20 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 load_v_at<T>(s, 0, &map_v, 0, hk, w.b);
             }
         }
-        auto produce = [&](int t) {
+        bool q_issued = q_first;  // the current work tile's Q is out (the block's first, or issued ahead)
+        // The persistent kernel: the next work tile's Q (no varlen there: its rows and batch are the tile's
+        // coordinates) goes out once this tile's first kQAheadAfter K/V tiles have: its buffer comes back early in
+        // this tile (once the previous tile's output has been read out), and this tile's last step starts the next
+        // tile's first S product, which needs it.
+        constexpr int kQAheadAfter = 2;
+        auto issue_next_q = [&](int t_next) {
+            const int nqb = (done + 1) % kQBuffers;
+            ptx::mbarrier_wait(&s.q_empty[nqb], (((done + 1) / kQBuffers) % 2) ^ 1);
+            const Sm90Tile w = sm90_tile(p, t_next, m_blocks);
+            load_q_at<T>(s, &map_q, w.m_block * T::kBlockM, w.h, w.b, nqb);
+            q_issued = true;
+        };
+        auto produce = [&](int t, int t_next) {
             const Sm90Place<T> at = place(t);
             if (!kPersistent) timeline_mark(kTlPlaced);
             if (at.rows <= 0) return;  // a varlen tile past its sequence
@@ -314,27 +328,36 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             // the consumers' first wait for it was 19% of the stall samples at seqlen 512). In the persistent kernel
             // its buffer is the one the work tile before last used, free once that tile's output has been read out.
             const int qb = done % kQBuffers;
-            if (!(q_first && done == 0)) {
+            if (!q_issued) {
                 ptx::mbarrier_wait(&s.q_empty[qb], ((done / kQBuffers) % 2) ^ 1);
                 load_q<T>(s, &map_q, at, qb);
                 if (!kPersistent) timeline_mark(kTlQIssued);
             }
+            q_issued = false;
+            const bool ahead = kPersistent && t_next >= 0;
             for (int i = 0; i < tiles; ++i) {
-                if (i == 0 && done == 0 && kv_first) continue;  // issued with Q
-                const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
-                const int g = kv + i, ks = g % T::kKStages, vs = g % T::kVStages;
-                ptx::mbarrier_wait(&s.k_empty[ks], ((g / T::kKStages) % 2) ^ 1);
-                load_k<T>(s, ks, &map_k, row, at);
-                ptx::mbarrier_wait(&s.v_empty[vs], ((g / T::kVStages) % 2) ^ 1);
-                load_v<T>(s, vs, &map_v, row, at);
+                if (!(i == 0 && done == 0 && kv_first)) {  // else issued with Q
+                    const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
+                    const int g = kv + i, ks = g % T::kKStages, vs = g % T::kVStages;
+                    ptx::mbarrier_wait(&s.k_empty[ks], ((g / T::kKStages) % 2) ^ 1);
+                    load_k<T>(s, ks, &map_k, row, at);
+                    ptx::mbarrier_wait(&s.v_empty[vs], ((g / T::kVStages) % 2) ^ 1);
+                    load_v<T>(s, vs, &map_v, row, at);
+                }
+                if (ahead && i == min(tiles, kQAheadAfter) - 1) issue_next_q(t_next);
             }
+            if (ahead && tiles == 0) issue_next_q(t_next);
             kv += tiles, ++done;
         };
         if constexpr (kPersistent) {
             BlockWorkTiles work{total};
-            for (int t = work.next(); t >= 0; t = work.next()) produce(t);
+            for (int t = work.next(); t >= 0;) {
+                const int t_next = work.next();
+                produce(t, t_next);
+                t = t_next;
+            }
         } else {
-            produce(blockIdx.x);  // one tile a block: the grid is the tiles
+            produce(blockIdx.x, -1);  // one tile a block: the grid is the tiles
         }
         if (!kPersistent) timeline_mark(kTlProducerDone);
         return;
