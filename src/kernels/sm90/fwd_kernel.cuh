@@ -161,6 +161,18 @@ struct Sm90Place {
     }
 };
 
+// Whether row block m_block of sequence b sees any key: Sm90Place's n_tile_end > n_tile_begin, without the rest of
+// the place.
+template <class T>
+__device__ __forceinline__ bool row_block_has_keys(const AttnParams& p, int m_block, int b) {
+    const SeqSlice seq = seq_slice(p, b);
+    const int m0 = m_block * T::kBlockM, rows = min(T::kBlockM, seq.seqlen_q - m0);
+    if (rows <= 0) return false;
+    const KeyRange first = visible_keys(m0, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+    const KeyRange last = visible_keys(m0 + rows - 1, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+    return last.end > first.begin;
+}
+
 // Work tile t of a block that loops over tiles (the specialised kernel): (row block, batch, head). Causal: the
 // heaviest row blocks of every (batch, head) first, then the next lighter, so that the last tiles handed out are the
 // shortest. Otherwise the row blocks of one (batch, head) are consecutive: blocks working at the same time share
@@ -171,6 +183,11 @@ struct Sm90Tile {
 __device__ __forceinline__ Sm90Tile sm90_tile(const AttnParams& p, int t, int m_blocks) {
     const int bh = t / m_blocks, m = t % m_blocks;
     return {p.causal ? m_blocks - 1 - m : m, bh / p.nheads, bh % p.nheads};
+}
+template <class T>
+__device__ __forceinline__ bool work_tile_has_keys(const AttnParams& p, int t, int m_blocks) {
+    const Sm90Tile w = sm90_tile(p, t, m_blocks);
+    return row_block_has_keys<T>(p, w.m_block, w.b);
 }
 // The j-th work tile of this block, where blocks loop over the tiles (the persistent kernel; a grid of one block a tile
 // takes tile blockIdx.x at j = 0 and stops): rounds of gridDim.x tiles, taken forwards and backwards in turn (block
@@ -448,8 +465,12 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
                      : nullptr;
     const float max_to_natural = score_exp2_mult(p) * kLn2;
     constexpr int kChunksPerBoxRow = T::kRowBytes / 16;
-    const bool wide = kStaged && reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.out_row_stride % 8 == 0 &&
-                      p.out_head_stride % 8 == 0 && p.out_batch_stride % 8 == 0;
+    // An output the copy engine stores (map_o) is 16-byte aligned with strides of whole 16 bytes: so known here, the
+    // 4-byte path below is not compiled into the persistent kernel, whose loop over work tiles otherwise kept its
+    // addresses' invariants live and spilled them.
+    const bool wide = kStaged && (map_o != nullptr || (reinterpret_cast<uintptr_t>(p.out) % 16 == 0 &&
+                                                       p.out_row_stride % 8 == 0 && p.out_head_stride % 8 == 0 &&
+                                                       p.out_batch_stride % 8 == 0));
     // Byte address in this warpgroup's rows of the Q tile of (row r of the warpgroup, box bx, chunk c).
     const uint32_t region = ptx::smem_addr(q_tile) + at.wg * T::kRowsPerWarpgroup * T::kRowBytes;
     auto chunk_addr = [&](int r, int bx, int c) {

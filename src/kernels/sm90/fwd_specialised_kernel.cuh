@@ -40,17 +40,19 @@ struct ConsumerRows {
 // one; the output stored by the copy engine through map_o). store_pending: in and out, the Q tile whose output stores
 // this warpgroup's first thread has issued but not yet seen read (-1: none); it hands that tile back once it has
 // (or the caller does after the last work tile).
-// next (persistent, null for the block's last work tile): the block's next work tile. Where it has key tiles, its
-// first S product goes out together with this tile's last P V product, and this tile's output is normalised and
-// stored while that S product runs; `r` then leaves holding the next tile's rows after its first softmax, and the
-// call returns true, which the next call takes as `headed` (its Q waited for, its first key tile done).
+// t_next (persistent; -1: none): the block's next work tile. Where it has key tiles (next_has_keys), its first S
+// product goes out together with this tile's last P V product, and this tile's output is normalised and stored while
+// that S product runs; `at` then leaves as the next tile's place (place(t_next), worked out under that product too),
+// `r` holding its rows after its first softmax, and the call returns true, which the next call takes as `headed`
+// (its Q waited for, its first key tile done).
 // kRingOffset: kv modulo the stage count, known at compile time (the persistent kernel picks the instance by kv's
 // parity): every stage index is then a constant of the unrolled loop and the products' shared-memory descriptors stay
 // in uniform registers; with a run-time offset they were rebuilt per product in ordinary registers (Nsight Compute:
 // 18% more instructions, mostly R2UR/LOP3/IMAD, and 160 bytes of spills at 176-key tiles).
-template <class T, bool kPersistent, int kRingOffset = 0>
+template <class T, bool kPersistent, int kRingOffset = 0, class PlaceFn>
 __device__ __forceinline__ bool consume_work_tile(const AttnParams& p, Sm90FwdSmem<T, kPersistent ? 2 : 1>& s,
-                                                  const Sm90Place<T>& at, const Sm90Place<T>* next, bool headed,
+                                                  Sm90Place<T>& at, int t_next, bool next_has_keys,
+                                                  const PlaceFn& place, bool headed,
                                                   ConsumerRows<T>& r, int tid, int kv, int done, bool take_turns,
                                                   const CUtensorMap* map_o, int& store_pending) {
     constexpr int kQBuffers = kPersistent ? 2 : 1;
@@ -210,7 +212,7 @@ __device__ __forceinline__ bool consume_work_tile(const AttnParams& p, Sm90FwdSm
     // The persistent kernel: the next work tile's first S goes out with this one's last P V (its Q tile and first K
     // stage are the ones after this tile's), and this tile's output is stored while it runs. Each path waits for
     // all of its own products: ptxas serialises every wgmma where one may still run past a branch's join.
-    if (kPersistent && tiles > 0 && next != nullptr && next->n_tile_end > next->n_tile_begin) {
+    if (kPersistent && tiles > 0 && next_has_keys) {
         const int next_qb = (done + 1) % kQBuffers, next_ks = ptx::warp_uniform((kRingOffset + tiles) % T::kKStages);
         my_turn();
         issue_pv<T>(r.acc_o, r.a_frag, v_smem(tiles - 1));  // group 1: O += P V of the last key tile
@@ -222,10 +224,11 @@ __device__ __forceinline__ bool consume_work_tile(const AttnParams& p, Sm90FwdSm
         ptx::fence_registers(o_flat);
         release_v(tiles - 1);
         store_tile();
+        at = place(t_next);
         ptx::wgmma_wait<0>();  // the next work tile's first S is done
         ptx::fence_registers(s_flat);
         if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[next_ks]);
-        first_softmax(*next);
+        first_softmax(at);
         release_stored_q();  // this work tile's output, read by now or waited for here
         return true;
     }
@@ -370,8 +373,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     static_assert(T::kWarpgroups == 2 || T::kWarpgroups == 3, "turns go round two or three consumer warpgroups");
     int store_pending = -1;  // the Q tile whose output stores have not been seen read (consume_work_tile)
     if constexpr (kPersistent) {
-        // No varlen here (persistent_output_ok): every work tile has rows. The next work tile's place is worked out
-        // before this one runs: this one's last step starts the next.
+        // No varlen here (persistent_output_ok): every work tile has rows. Whether the next work tile has keys is
+        // worked out before this one runs: this one's last step then starts the next.
         const int wg = tid / 128;
         int kv = 0, done = 0;
         bool headed = false;
@@ -383,28 +386,29 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             Sm90Place<T> at = place(t);
             for (;;) {
                 const int t_next = work.next();
-                const Sm90Place<T> at_next = place(t_next >= 0 ? t_next : t);
-                const Sm90Place<T>* next = t_next >= 0 ? &at_next : nullptr;
+                const bool next_has_keys = t_next >= 0 && work_tile_has_keys<T>(p, t_next, m_blocks);
+                const int tiles = at.n_tile_end - at.n_tile_begin;
                 static_assert(T::kKStages == 2 && T::kVStages == 2, "kv's parity is both rings' offset");
                 if (kv % 2 == 0)
-                    headed = consume_work_tile<T, true, 0>(p, s, at, next, headed, r, tid, kv, done, take_turns,
-                                                           &map_o, store_pending);
+                    headed = consume_work_tile<T, true, 0>(p, s, at, t_next, next_has_keys, place, headed, r, tid, kv,
+                                                           done, take_turns, &map_o, store_pending);
                 else
-                    headed = consume_work_tile<T, true, 1>(p, s, at, next, headed, r, tid, kv, done, take_turns,
-                                                           &map_o, store_pending);
-                kv += at.n_tile_end - at.n_tile_begin, ++done;
+                    headed = consume_work_tile<T, true, 1>(p, s, at, t_next, next_has_keys, place, headed, r, tid, kv,
+                                                           done, take_turns, &map_o, store_pending);
+                kv += tiles, ++done;
                 if (t_next < 0) break;
-                at = at_next;
+                if (!headed) at = place(t_next);  // (a headed tile's place came back in `at`)
             }
         }
         block_turns_close<T>(wg, take_turns);
         // The last output's shared-memory source must stay until the copy engine has read it.
         if (store_pending >= 0 && output_store_issuer(tid)) ptx::bulk_wait_group_read_all();
     } else {  // one work tile a block: straight-line code
-        const Sm90Place<T> at = place(blockIdx.x);
+        Sm90Place<T> at = place(blockIdx.x);
         ConsumerRows<T> r;
         if (at.rows > 0)
-            consume_work_tile<T, false>(p, s, at, nullptr, false, r, tid, 0, 0, take_turns, nullptr, store_pending);
+            consume_work_tile<T, false>(p, s, at, -1, false, place, false, r, tid, 0, 0, take_turns, nullptr,
+                                        store_pending);
     }
 #endif
 }
