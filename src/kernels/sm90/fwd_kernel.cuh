@@ -89,8 +89,10 @@ struct Sm90FwdTraits {
                   "the producer's and consumers' budgets fit the registers the block was launched with");
 };
 
-// kQBuffers: Q tiles. The persistent kernel keeps two, so that the next work tile's Q arrives while the current one
-// computes and its output, staged in the current Q tile, is stored by the copy engine.
+// kQBuffers: Q tiles. The persistent kernel keeps kPersistentQTiles: the current work tile's, the next one's (loaded
+// while the current one computes) and the previous one's, whose output, staged there, the copy engine may still be
+// reading; so the producer never waits for the copy engine's reads before loading the next Q.
+constexpr int kPersistentQTiles = 3;
 template <class T, int kQBuffers = 1>
 struct Sm90FwdSmem {
     using Elem = typename T::Elem;

@@ -13,7 +13,7 @@
 //     other, each waiting on its named barrier for the previous one's signal, so that one's softmax runs while the
 //     others' products keep the tensor cores busy rather than all asking for them at once.
 //   persistence: a block loops over work tiles (sm90_tile: heaviest causal tiles first); launched with one block an
-//     SM, it keeps two Q tiles: the producer loads the next work tile's Q and first K/V stages while the consumers
+//     SM, it keeps three Q tiles: the producer loads the next work tile's Q and first K/V stages while the consumers
 //     compute the current one. A work tile's last step issues its last P V product together with the next work
 //     tile's first S product, and its output is normalised, staged in its Q tile and stored by the copy engine while
 //     that S product runs; that Q tile goes back to the producer (its "empty" mbarrier) once the copy engine has read
@@ -36,10 +36,10 @@ struct ConsumerRows {
 };
 
 // One work tile's computation by a consumer warpgroup; `kv` and `done` count the block's earlier K/V tiles and work
-// tiles (the rings' positions). kPersistent: the persistent kernel's instance (two Q tiles, `done` % 2 the current
-// one; the output stored by the copy engine through map_o). store_pending: in and out, the Q tile whose output stores
-// this warpgroup's first thread has issued but not yet seen read (-1: none); it hands that tile back once it has
-// (or the caller does after the last work tile).
+// tiles (the rings' positions). kPersistent: the persistent kernel's instance (kPersistentQTiles Q tiles, `done`
+// modulo that count the current one; the output stored by the copy engine through map_o). store_pending: in and out,
+// the Q tile whose output stores this warpgroup's first thread has issued but not yet seen read (-1: none); it hands
+// that tile back once it has (or the caller does after the last work tile).
 // t_next (persistent; -1: none): the block's next work tile. Where it has key tiles (next_has_keys), its first S
 // product goes out together with this tile's last P V product, and this tile's output is normalised and stored while
 // that S product runs; `at` then leaves as the next tile's place (place(t_next), worked out under that product too),
@@ -50,12 +50,13 @@ struct ConsumerRows {
 // in uniform registers; with a run-time offset they were rebuilt per product in ordinary registers (Nsight Compute:
 // 18% more instructions, mostly R2UR/LOP3/IMAD, and 160 bytes of spills at 176-key tiles).
 template <class T, bool kPersistent, int kRingOffset = 0, class PlaceFn>
-__device__ __forceinline__ bool consume_work_tile(const AttnParams& p, Sm90FwdSmem<T, kPersistent ? 2 : 1>& s,
+__device__ __forceinline__ bool consume_work_tile(const AttnParams& p,
+                                                  Sm90FwdSmem<T, kPersistent ? kPersistentQTiles : 1>& s,
                                                   Sm90Place<T>& at, int t_next, bool next_has_keys,
                                                   const PlaceFn& place, bool headed,
                                                   ConsumerRows<T>& r, int tid, int kv, int done, bool take_turns,
                                                   const CUtensorMap* map_o, int& store_pending) {
-    constexpr int kQBuffers = kPersistent ? 2 : 1;
+    constexpr int kQBuffers = kPersistent ? kPersistentQTiles : 1;
     constexpr bool kMarks = !kPersistent;  // the timeline's marks (timeline.cuh), one-tile kernel only
     const int qb = done % kQBuffers;
     // Lazy rescaling, A/B against the plain online softmax (bench/NOTES_sm90.md v14): +2 to +6% at every head dim 256
@@ -266,7 +267,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #else
     static_assert(T::kSchedule == Sm90Schedule::specialised, "the specialised schedule's traits");
     extern __shared__ unsigned char smem_raw[];
-    constexpr int kQBuffers = kPersistent ? 2 : 1;
+    constexpr int kQBuffers = kPersistent ? kPersistentQTiles : 1;
     Sm90FwdSmem<T, kQBuffers>& s = sm90_smem<T, kQBuffers>(smem_raw);
     // Q goes back once each warp is done with it (one tile a block) or once each warpgroup's output stores have been
     // read from it (persistent).
