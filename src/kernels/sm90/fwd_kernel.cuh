@@ -89,10 +89,8 @@ struct Sm90FwdTraits {
                   "the producer's and consumers' budgets fit the registers the block was launched with");
 };
 
-// kQBuffers: Q tiles. The persistent kernel keeps kPersistentQTiles: the current work tile's, the next one's (loaded
-// while the current one computes) and the previous one's, whose output, staged there, the copy engine may still be
-// reading; so the producer never waits for the copy engine's reads before loading the next Q.
-constexpr int kPersistentQTiles = 3;
+// kQBuffers: Q tiles. The persistent kernel keeps two, so that the next work tile's Q arrives while the current one
+// computes and its output, staged in the current Q tile, is stored by the copy engine.
 template <class T, int kQBuffers = 1>
 struct Sm90FwdSmem {
     using Elem = typename T::Elem;
@@ -163,18 +161,6 @@ struct Sm90Place {
     }
 };
 
-// Whether row block m_block of sequence b sees any key: Sm90Place's n_tile_end > n_tile_begin, without the rest of
-// the place.
-template <class T>
-__device__ __forceinline__ bool row_block_has_keys(const AttnParams& p, int m_block, int b) {
-    const SeqSlice seq = seq_slice(p, b);
-    const int m0 = m_block * T::kBlockM, rows = min(T::kBlockM, seq.seqlen_q - m0);
-    if (rows <= 0) return false;
-    const KeyRange first = visible_keys(m0, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
-    const KeyRange last = visible_keys(m0 + rows - 1, seq.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
-    return last.end > first.begin;
-}
-
 // Work tile t of a block that loops over tiles (the specialised kernel): (row block, batch, head). Causal: the
 // heaviest row blocks of every (batch, head) first, then the next lighter, so that the last tiles handed out are the
 // shortest. Otherwise the row blocks of one (batch, head) are consecutive: blocks working at the same time share
@@ -186,11 +172,6 @@ __device__ __forceinline__ Sm90Tile sm90_tile(const AttnParams& p, int t, int m_
     const int bh = t / m_blocks, m = t % m_blocks;
     return {p.causal ? m_blocks - 1 - m : m, bh / p.nheads, bh % p.nheads};
 }
-template <class T>
-__device__ __forceinline__ bool work_tile_has_keys(const AttnParams& p, int t, int m_blocks) {
-    const Sm90Tile w = sm90_tile(p, t, m_blocks);
-    return row_block_has_keys<T>(p, w.m_block, w.b);
-}
 // The j-th work tile of this block, where blocks loop over the tiles (the persistent kernel; a grid of one block a tile
 // takes tile blockIdx.x at j = 0 and stops): rounds of gridDim.x tiles, taken forwards and backwards in turn (block
 // b: b, 2G - 1 - b, 2G + b, ...), so that a block that had one of the heaviest causal row blocks of a round gets one
@@ -201,17 +182,13 @@ __device__ __forceinline__ int64_t block_work_tile(int j) {
     const int64_t g = gridDim.x, b = blockIdx.x;
     return j % 2 == 0 ? j * g + b : (j + 1) * g - 1 - b;
 }
-// This block's work tiles below `total`, in block_work_tile's order: next() gives the next one, -1 past the last. The
-// producer and the consumers walk the same sequence.
-struct BlockWorkTiles {
-    int64_t total;
-    int j = 0;
-    __device__ __forceinline__ int next() {
-        for (; int64_t(j) * gridDim.x < total; ++j)
-            if (const int64_t t = block_work_tile(j); t < total) return ++j, static_cast<int>(t);
-        return -1;
-    }
-};
+// f(t) for each of this block's work tiles t < total, in block_work_tile's order: the producer and the consumers walk
+// the same sequence.
+template <class F>
+__device__ __forceinline__ void for_each_block_work_tile(int64_t total, F&& f) {
+    for (int j = 0; int64_t(j) * gridDim.x < total; ++j)
+        if (const int64_t t = block_work_tile(j); t < total) f(static_cast<int>(t));
+}
 
 // Scores the softmax sees, where the forward transforms them (softcap, ALiBi): then exp2 takes log2(e), not the
 // scale, as its multiplier (score_exp2_mult) and the scale is applied here.
@@ -442,7 +419,6 @@ __device__ __forceinline__ void prepare_scores(float (&acc_s)[T::kMTiles][T::kNT
 // Named barriers: 1-3 the consumer warpgroups' turns (fwd_specialised_kernel.cuh), 4-6 one per consumer warpgroup
 // for the epilogue, 7 the V tail's zeroing.
 constexpr int kTurnBarrier = 1, kEpilogueBarrier = 4, kZeroBarrier = 7, kMaxConsumerWarpgroups = 3;
-constexpr int kTurnThreads = 256;  // a turn's barrier: the waiting warpgroup and the signalling one
 __device__ __forceinline__ void warpgroup_sync(int wg) {
     ptx::named_barrier_sync_nth<kEpilogueBarrier, kMaxConsumerWarpgroups>(wg, 128);
 }
@@ -467,12 +443,8 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
                      : nullptr;
     const float max_to_natural = score_exp2_mult(p) * kLn2;
     constexpr int kChunksPerBoxRow = T::kRowBytes / 16;
-    // An output the copy engine stores (map_o) is 16-byte aligned with strides of whole 16 bytes: so known here, the
-    // 4-byte path below is not compiled into the persistent kernel, whose loop over work tiles otherwise kept its
-    // addresses' invariants live and spilled them.
-    const bool wide = kStaged && (map_o != nullptr || (reinterpret_cast<uintptr_t>(p.out) % 16 == 0 &&
-                                                       p.out_row_stride % 8 == 0 && p.out_head_stride % 8 == 0 &&
-                                                       p.out_batch_stride % 8 == 0));
+    const bool wide = kStaged && reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.out_row_stride % 8 == 0 &&
+                      p.out_head_stride % 8 == 0 && p.out_batch_stride % 8 == 0;
     // Byte address in this warpgroup's rows of the Q tile of (row r of the warpgroup, box bx, chunk c).
     const uint32_t region = ptx::smem_addr(q_tile) + at.wg * T::kRowsPerWarpgroup * T::kRowBytes;
     auto chunk_addr = [&](int r, int bx, int c) {

@@ -13,7 +13,7 @@
 // 4096 keys on (128 otherwise), 80 at head dim 256 (64 otherwise), at head dim 256 causal too where rows see 1024
 // keys or more on average: fewer softmax rounds and barriers per product.
 // FLASHATTN_SM90_BLOCK_N=128 keeps the narrower tiles everywhere, =wide takes the wider ones everywhere (masks too).
-// The specialised kernel runs one block a work tile, or persistent, one block an SM looping over the tiles with three Q
+// The specialised kernel runs one block a work tile, or persistent, one block an SM looping over the tiles with two Q
 // tiles in flight and the output stored by the copy engine (up to head dim 128 with the 128-key tiles, no varlen):
 // by default at head dims 65-128 where rows see fewer than 3072 keys on average; FLASHATTN_SM90_PERSISTENT=1 / 0 forces
 // it on / off. The consumer warpgroups take turns issuing their products except at head dim 256 where rows see 2048
@@ -117,7 +117,7 @@ bool persistent_output_ok(const AttnParams& p) {
 // persistent / one-tile: +15.0 / +6.5% at seqlen 512 non-causal / causal, +9.8 / +8.9% at 1k, +0.7 / +5.6% at 2k,
 // +0.7 / +1.4% at 4k; at 8k-16k the one-tile kernel with its wide key tiles led by 7% and more; with the lazy
 // softmax, v14: +1.9 / +0.6% at 2k, -1.3 / +3.3% at 4k, -2.6 / -0.1% at 8k): head dims above 64 up to 128 (at 64 the
-// serial kernel's two blocks an SM lead; above 128 its Q tiles do not fit beside the K/V stages), rows seeing fewer
+// serial kernel's two blocks an SM lead; above 128 two Q tiles do not fit beside the K/V stages), rows seeing fewer
 // than 3072 keys on average (4k causal, 2049, in; 4k non-causal and 8k causal, 4096, out). The persistent kernel keeps
 // the narrower tiles: with the loop over work tiles live beside them, S, P and O of the wider ones spill (ptxas: 224
 // bytes at 176 keys, 412 at 80 keys and head dim 256), so those are not compiled.
@@ -217,7 +217,7 @@ void launch(const AttnParams& p, const LaunchPlan& plan) {
                                             T::kBoxCols, T::kBlockN);
     constexpr bool kWideTiles = T::kBlockN == kWideBlockN || T::kBlockN == kHugeWideBlockN;
     // The persistent kernel is compiled for two consumer warpgroups with the narrower tiles alone, up to head dim 128
-    // (three Q tiles and two stages of K and V: 224 KB of shared memory at 128; above, they do not fit).
+    // (two Q tiles and two stages of K and V: 192 KB of shared memory at 128; 256 KB at 256).
     constexpr bool kHasPersistent = T::kSchedule == Sm90Schedule::specialised && !kWideTiles &&
                                     T::kWarpgroups == 2 && T::kHeadDim <= kLargeBucket &&
                                     T::kHeadDimV == T::kHeadDim;
@@ -236,7 +236,7 @@ void launch(const AttnParams& p, const LaunchPlan& plan) {
     }();
     constexpr int kMaxSmemPerBlock = 227 * 1024;  // compute capability 9.0's opt-in limit
     constexpr int kOneTileSmem = sm90_fwd_smem_bytes<T>();
-    constexpr int kPersistentSmem = kHasPersistent ? sm90_fwd_smem_bytes<T, kPersistentQTiles>() : kOneTileSmem;
+    constexpr int kPersistentSmem = kHasPersistent ? sm90_fwd_smem_bytes<T, 2>() : kOneTileSmem;
     static_assert(kOneTileSmem <= kMaxSmemPerBlock && kPersistentSmem <= kMaxSmemPerBlock,
                   "Q and the K/V stages fit one block's shared memory");
     const int kSmem = persistent ? kPersistentSmem : kOneTileSmem;

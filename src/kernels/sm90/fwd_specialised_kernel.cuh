@@ -13,11 +13,10 @@
 //     other, each waiting on its named barrier for the previous one's signal, so that one's softmax runs while the
 //     others' products keep the tensor cores busy rather than all asking for them at once.
 //   persistence: a block loops over work tiles (sm90_tile: heaviest causal tiles first); launched with one block an
-//     SM, it keeps three Q tiles: the producer loads the next work tile's Q and first K/V stages while the consumers
-//     compute the current one. A work tile's last step issues its last P V product together with the next work
-//     tile's first S product, and its output is normalised, staged in its Q tile and stored by the copy engine while
-//     that S product runs; that Q tile goes back to the producer (its "empty" mbarrier) once the copy engine has read
-//     the output, which the storing thread checks after the next tile's first softmax rather than waiting for it.
+//     SM, it keeps two Q tiles: the producer loads the next work tile's Q and first K/V stages while the consumers
+//     compute the current one, whose output is staged in its Q tile and stored by the copy engine; that Q tile goes
+//     back to the producer (its "empty" mbarrier) once the copy engine has read the output, which the storing thread
+//     checks during the next work tile's first step rather than waiting for it.
 // The steps (Sm90Place, issue_qk, issue_pv, pack_p, prepare_scores, store_rows_and_lse) are fwd_kernel.cuh's.
 #pragma once
 
@@ -25,38 +24,20 @@
 
 namespace flashattn::kernels {
 
-// A consumer warpgroup's rows over a work tile: O, the running maxima and sums, and P of the last softmax (the
-// operand of the next P V product). The persistent kernel carries them from one work tile's last step into the next
-// work tile, whose first S that step has computed.
-template <class T>
-struct ConsumerRows {
-    float acc_o[T::kMTiles][T::kDTiles][4];
-    float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
-    uint32_t a_frag[T::kPvSteps][4];
-};
-
 // One work tile's computation by a consumer warpgroup; `kv` and `done` count the block's earlier K/V tiles and work
-// tiles (the rings' positions). kPersistent: the persistent kernel's instance (kPersistentQTiles Q tiles, `done`
-// modulo that count the current one; the output stored by the copy engine through map_o). store_pending: in and out,
-// the Q tile whose output stores this warpgroup's first thread has issued but not yet seen read (-1: none); it hands
-// that tile back once it has (or the caller does after the last work tile).
-// t_next (persistent; -1: none): the block's next work tile. Where it has key tiles (next_has_keys), its first S
-// product goes out together with this tile's last P V product, and this tile's output is normalised and stored while
-// that S product runs; `at` then leaves as the next tile's place (place(t_next), worked out under that product too),
-// `r` holding its rows after its first softmax, and the call returns true, which the next call takes as `headed`
-// (its Q waited for, its first key tile done).
+// tiles (the rings' positions). kPersistent: the persistent kernel's instance (two Q tiles, `done` % 2 the current
+// one; the output stored by the copy engine through map_o). store_pending: in and out, the Q tile whose output stores
+// this warpgroup's first thread has issued but not yet seen read (-1: none); it hands that tile back during this work
+// tile's first step (or the caller does after the last work tile).
 // kRingOffset: kv modulo the stage count, known at compile time (the persistent kernel picks the instance by kv's
 // parity): every stage index is then a constant of the unrolled loop and the products' shared-memory descriptors stay
 // in uniform registers; with a run-time offset they were rebuilt per product in ordinary registers (Nsight Compute:
 // 18% more instructions, mostly R2UR/LOP3/IMAD, and 160 bytes of spills at 176-key tiles).
-template <class T, bool kPersistent, int kRingOffset = 0, class PlaceFn>
-__device__ __forceinline__ bool consume_work_tile(const AttnParams& p,
-                                                  Sm90FwdSmem<T, kPersistent ? kPersistentQTiles : 1>& s,
-                                                  Sm90Place<T>& at, int t_next, bool next_has_keys,
-                                                  const PlaceFn& place, bool headed,
-                                                  ConsumerRows<T>& r, int tid, int kv, int done, bool take_turns,
-                                                  const CUtensorMap* map_o, int& store_pending) {
-    constexpr int kQBuffers = kPersistent ? kPersistentQTiles : 1;
+template <class T, bool kPersistent, int kRingOffset = 0>
+__device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSmem<T, kPersistent ? 2 : 1>& s,
+                                               const Sm90Place<T>& at, int tid, int kv, int done, bool take_turns,
+                                               const CUtensorMap* map_o, int& store_pending) {
+    constexpr int kQBuffers = kPersistent ? 2 : 1;
     constexpr bool kMarks = !kPersistent;  // the timeline's marks (timeline.cuh), one-tile kernel only
     const int qb = done % kQBuffers;
     // Lazy rescaling, A/B against the plain online softmax (bench/NOTES_sm90.md v14): +2 to +6% at every head dim 256
@@ -65,11 +46,9 @@ __device__ __forceinline__ bool consume_work_tile(const AttnParams& p,
     const bool warp_leader = tid % 32 == 0;
     const bool store_issuer = output_store_issuer(tid);  // the warpgroup's output stores (persistent)
     // Turns go round the consumer warpgroups: w waits on barrier kTurnBarrier + w (its own 128 threads and the
-    // signalling warpgroup's 128), then signals the next one's. One block a tile: the last warpgroup opens the first
-    // round and skips its last signal, so every barrier phase a warpgroup waits for is completed exactly once. The
-    // persistent kernel's rounds run on over its work tiles: the caller opens them once and closes them
-    // (block_turns_open, block_turns_close).
-    constexpr int kLastWg = T::kWarpgroups - 1;
+    // signalling warpgroup's 128), then signals the next one's. The last warpgroup opens the first round and skips
+    // its last signal, so every barrier phase a warpgroup waits for is completed exactly once.
+    constexpr int kTurnThreads = 256, kLastWg = T::kWarpgroups - 1;
     const int wg = tid / 128, next_wg = wg == kLastWg ? 0 : wg + 1;
     const int tiles = at.n_tile_end - at.n_tile_begin;
     const int issues = tiles > 0 ? tiles + 1 : 0;
@@ -79,11 +58,10 @@ __device__ __forceinline__ bool consume_work_tile(const AttnParams& p,
     };
     auto your_turn = [&] {
         ++issued;
-        if (take_turns && (kPersistent || wg != kLastWg || issued < issues))
+        if (take_turns && (wg != kLastWg || issued < issues))
             ptx::named_barrier_arrive_nth<kTurnBarrier, T::kWarpgroups>(next_wg, kTurnThreads);
     };
-    if (!kPersistent && take_turns && wg == kLastWg && issues > 0)
-        ptx::named_barrier_arrive<kTurnBarrier>(kTurnThreads);
+    if (take_turns && wg == kLastWg && issues > 0) ptx::named_barrier_arrive<kTurnBarrier>(kTurnThreads);
 
     auto wait_k = [&](int i) {
         ptx::mbarrier_wait(&s.k_full[(kRingOffset + i) % T::kKStages], ((kv + i) / T::kKStages) % 2);
@@ -101,8 +79,8 @@ __device__ __forceinline__ bool consume_work_tile(const AttnParams& p,
     auto release_q = [&] {
         if (warp_leader) ptx::mbarrier_arrive(&s.q_empty[0]);
     };
-    // The persistent kernel: a work tile's Q tile goes back once the copy engine has read the output staged in it
-    // (one arrival a warpgroup).
+    // The persistent kernel: the previous work tile's Q tile goes back once the copy engine has read the output staged
+    // in it (one arrival a warpgroup).
     auto release_stored_q = [&] {
         if (store_pending < 0) return;
         if (store_issuer) {
@@ -119,89 +97,66 @@ __device__ __forceinline__ bool consume_work_tile(const AttnParams& p,
     auto k_smem = [&](int i) { return ptx::smem_addr(s.k[(kRingOffset + stage_of(i)) % T::kKStages][0]); };
     auto v_smem = [&](int i) { return ptx::smem_addr(s.v[(kRingOffset + stage_of(i)) % T::kVStages][0]); };
 
-    auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(r.acc_o[0][0][0]);
+    float acc_o[T::kMTiles][T::kDTiles][4];
+    float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
+    start_rows<T>(acc_o, row_max, row_sum);
+    auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
     const uint32_t q_smem = ptx::smem_addr(s.q[qb][0]) + at.q_rows_offset;
     const float exp2_mult = score_exp2_mult(p);
     float acc_s[T::kMTiles][T::kNTiles][4];
     auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
+    uint32_t a_frag[T::kPvSteps][4];  // P of the previous tile, the operand of the product in flight
     float rescale[T::kMTiles][2];
-    // A work tile's first scores (S of its first key tile, done, in acc_s): its rows start afresh, and O, zero, needs
-    // no rescaling.
-    auto first_softmax = [&](const Sm90Place<T>& a) {
-        prepare_scores<T>(acc_s, p, a, a.n_tile_begin * T::kBlockN);
-        if (kPersistent) start_rows<T>(r.acc_o, r.row_max, r.row_sum);  // the one-tile kernel's are started below
-        if constexpr (kLazyRescale)
-            softmax_scores_lazy<T>(acc_s, r.row_max, r.row_sum, exp2_mult, rescale);
-        else
-            softmax_scores<T>(acc_s, r.row_max, r.row_sum, exp2_mult, rescale);
-        pack_p<T>(r.a_frag, acc_s);
-    };
 
-    if (!kPersistent) start_rows<T>(r.acc_o, r.row_max, r.row_sum);  // (where it was: the same SASS as before)
-    if (!headed) {
-        ptx::mbarrier_wait(&s.q_full[qb], (done / kQBuffers) % 2);
-        if (kMarks && tid == 0) timeline_mark(kTlQArrived);
-        if (tiles > 0) {
-            // Tile 0: S alone (O is still zero, so no P V product is pending).
-            wait_k(0);
-            my_turn();
-            issue_qk<T>(acc_s, q_smem, k_smem(0));
-            your_turn();
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(s_flat);
-            release_k(0);
-            release_stored_q();
-            if (kMarks && tid == 0) timeline_mark(kTlFirstS);
-            first_softmax(at);
-        }
+    ptx::mbarrier_wait(&s.q_full[qb], (done / kQBuffers) % 2);
+    if (kMarks && tid == 0) timeline_mark(kTlQArrived);
+    if (tiles > 0) {
+        // Tile 0: S alone (O is still zero, so no rescale is pending).
+        wait_k(0);
+        my_turn();
+        issue_qk<T>(acc_s, q_smem, k_smem(0));
+        your_turn();
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(s_flat);
+        release_k(0);
+        release_stored_q();
+        if (kMarks && tid == 0) timeline_mark(kTlFirstS);
+        prepare_scores<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
+        if constexpr (kLazyRescale)
+            softmax_scores_lazy<T>(acc_s, row_max, row_sum, exp2_mult, rescale);  // O is still zero: not rescaled
+        else
+            softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        pack_p<T>(a_frag, acc_s);
     }
     for (int i = 1; i < tiles; ++i) {
         wait_k(i);
         wait_v(i - 1);
         my_turn();
-        issue_qk<T>(acc_s, q_smem, k_smem(i));          // group 1: S(i)
-        issue_pv<T>(r.acc_o, r.a_frag, v_smem(i - 1));  // group 2: O += P(i-1) V(i-1)
+        issue_qk<T>(acc_s, q_smem, k_smem(i));      // group 1: S(i)
+        issue_pv<T>(acc_o, a_frag, v_smem(i - 1));  // group 2: O += P(i-1) V(i-1)
         your_turn();
-        ptx::wgmma_wait<1>();                           // S(i) is done; the product may still run
+        ptx::wgmma_wait<1>();                       // S(i) is done; the product may still run
         ptx::fence_registers(s_flat);
         release_k(i);
         prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
         bool moved = true;  // this warp's running maximum, so O must be rescaled
         if constexpr (kLazyRescale)
-            moved = softmax_scores_lazy<T>(acc_s, r.row_max, r.row_sum, exp2_mult, rescale);
+            moved = softmax_scores_lazy<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         else
-            softmax_scores<T>(acc_s, r.row_max, r.row_sum, exp2_mult, rescale);
-        ptx::wgmma_wait<0>();                           // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
+            softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        ptx::wgmma_wait<0>();                       // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
         ptx::fence_registers(o_flat);
         release_v(i - 1);
         if constexpr (kLazyRescale) {
             // P packed first: ptxas then interleaves the packing with the exponentials (the other order put all 44
             // conversions after the branch, 2-4% slower at head dim 128).
-            pack_p<T>(r.a_frag, acc_s);
-            if (moved) rescale_rows<T>(r.acc_o, rescale);
+            pack_p<T>(a_frag, acc_s);
+            if (moved) rescale_rows<T>(acc_o, rescale);
         } else {
-            rescale_rows<T>(r.acc_o, rescale);
-            pack_p<T>(r.a_frag, acc_s);
+            rescale_rows<T>(acc_o, rescale);
+            pack_p<T>(a_frag, acc_s);
         }
     }
-    // This work tile's output: normalised, staged in its Q tile, stored.
-    auto store_tile = [&] {
-        if (kPersistent && tiles == 0) start_rows<T>(r.acc_o, r.row_max, r.row_sum);  // no key: zeros, LSE +inf
-        if (kMarks && tid == 0) timeline_mark(kTlLastPv);
-        release_stored_q();  // a work tile without key tiles
-        store_rows_and_lse<T, true>(r.acc_o, r.row_max, r.row_sum, p, at, s.q[qb][0], kPersistent ? map_o : nullptr,
-                                    store_issuer);
-        if (kMarks && tid % 128 == 0 && wg < 2) timeline_mark(wg == 0 ? kTlStored0 : kTlStored1);
-        if (kPersistent) {
-            store_pending = qb;
-        } else {
-            // The output staged in Q was written by ordinary stores and the next Q arrives by the copy engine: each
-            // thread orders its stores before the copy engine's writes.
-            ptx::fence_proxy_async_shared();
-            __syncwarp();
-            release_q();
-        }
-    };
     if (tiles > 0) {
         wait_v(tiles - 1);
         if (v_tail_needs_zeros<T>(p, at)) {  // both consumer warpgroups zero it and meet before either reads it
@@ -209,52 +164,27 @@ __device__ __forceinline__ bool consume_work_tile(const AttnParams& p,
             zero_v_tail<T>(s.v[(kRingOffset + tiles - 1) % T::kVStages][0], at, tid, kConsumerThreads);
             ptx::named_barrier_sync<kZeroBarrier>(kConsumerThreads);
         }
-    }
-    // The persistent kernel: the next work tile's first S goes out with this one's last P V (its Q tile and first K
-    // stage are the ones after this tile's), and this tile's output is stored while it runs. Each path waits for
-    // all of its own products: ptxas serialises every wgmma where one may still run past a branch's join.
-    if (kPersistent && tiles > 0 && next_has_keys) {
-        const int next_qb = (done + 1) % kQBuffers, next_ks = ptx::warp_uniform((kRingOffset + tiles) % T::kKStages);
         my_turn();
-        issue_pv<T>(r.acc_o, r.a_frag, v_smem(tiles - 1));  // group 1: O += P V of the last key tile
-        ptx::mbarrier_wait(&s.q_full[next_qb], ((done + 1) / kQBuffers) % 2);
-        ptx::mbarrier_wait(&s.k_full[next_ks], ((kv + tiles) / T::kKStages) % 2);
-        issue_qk<T>(acc_s, ptx::smem_addr(s.q[next_qb][0]) + at.q_rows_offset, ptx::smem_addr(s.k[next_ks][0]));
-        your_turn();
-        ptx::wgmma_wait<1>();  // the last P V is done; the next tile's S may still run
-        ptx::fence_registers(o_flat);
-        release_v(tiles - 1);
-        store_tile();
-        at = place(t_next);
-        ptx::wgmma_wait<0>();  // the next work tile's first S is done
-        ptx::fence_registers(s_flat);
-        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[next_ks]);
-        first_softmax(at);
-        release_stored_q();  // this work tile's output, read by now or waited for here
-        return true;
-    }
-    if (tiles > 0) {
-        my_turn();
-        issue_pv<T>(r.acc_o, r.a_frag, v_smem(tiles - 1));
+        issue_pv<T>(acc_o, a_frag, v_smem(tiles - 1));
         your_turn();
         ptx::wgmma_wait<0>();
         ptx::fence_registers(o_flat);
         release_v(tiles - 1);
     }
-    store_tile();
-    return false;
-}
-
-// The persistent kernel's turns run on over its work tiles (consume_work_tile): the last consumer warpgroup opens
-// the first round, every issue signals the next warpgroup, and warpgroup 0 takes the last warpgroup's final signal
-// at the end, so that every barrier phase is completed exactly once.
-template <class T>
-__device__ __forceinline__ void block_turns_open(int wg, bool take_turns) {
-    if (take_turns && wg == T::kWarpgroups - 1) ptx::named_barrier_arrive<kTurnBarrier>(kTurnThreads);
-}
-template <class T>
-__device__ __forceinline__ void block_turns_close(int wg, bool take_turns) {
-    if (take_turns && wg == 0) ptx::named_barrier_sync_nth<kTurnBarrier, T::kWarpgroups>(0, kTurnThreads);
+    if (kMarks && tid == 0) timeline_mark(kTlLastPv);
+    release_stored_q();  // a work tile without key tiles
+    store_rows_and_lse<T, true>(acc_o, row_max, row_sum, p, at, s.q[qb][0], kPersistent ? map_o : nullptr,
+                                store_issuer);
+    if (kMarks && tid % 128 == 0 && wg < 2) timeline_mark(wg == 0 ? kTlStored0 : kTlStored1);
+    if (kPersistent) {
+        store_pending = qb;
+    } else {
+        // The output staged in Q was written by ordinary stores and the next Q arrives by the copy engine: each
+        // thread orders its stores before the copy engine's writes.
+        ptx::fence_proxy_async_shared();
+        __syncwarp();
+        release_q();
+    }
 }
 
 template <class T, bool kPersistent>
@@ -267,7 +197,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #else
     static_assert(T::kSchedule == Sm90Schedule::specialised, "the specialised schedule's traits");
     extern __shared__ unsigned char smem_raw[];
-    constexpr int kQBuffers = kPersistent ? kPersistentQTiles : 1;
+    constexpr int kQBuffers = kPersistent ? 2 : 1;
     Sm90FwdSmem<T, kQBuffers>& s = sm90_smem<T, kQBuffers>(smem_raw);
     // Q goes back once each warp is done with it (one tile a block) or once each warpgroup's output stores have been
     // read from it (persistent).
@@ -308,20 +238,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 load_v_at<T>(s, 0, &map_v, 0, hk, w.b);
             }
         }
-        bool q_issued = q_first;  // the current work tile's Q is out (the block's first, or issued ahead)
-        // The persistent kernel: the next work tile's Q (no varlen there: its rows and batch are the tile's
-        // coordinates) goes out once this tile's first kQAheadAfter K/V tiles have: its buffer comes back early in
-        // this tile (once the previous tile's output has been read out), and this tile's last step starts the next
-        // tile's first S product, which needs it.
-        constexpr int kQAheadAfter = 2;
-        auto issue_next_q = [&](int t_next) {
-            const int nqb = (done + 1) % kQBuffers;
-            ptx::mbarrier_wait(&s.q_empty[nqb], (((done + 1) / kQBuffers) % 2) ^ 1);
-            const Sm90Tile w = sm90_tile(p, t_next, m_blocks);
-            load_q_at<T>(s, &map_q, w.m_block * T::kBlockM, w.h, w.b, nqb);
-            q_issued = true;
-        };
-        auto produce = [&](int t, int t_next) {
+        auto produce = [&](int t) {
             const Sm90Place<T> at = place(t);
             if (!kPersistent) timeline_mark(kTlPlaced);
             if (at.rows <= 0) return;  // a varlen tile past its sequence
@@ -332,36 +249,27 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             // the consumers' first wait for it was 19% of the stall samples at seqlen 512). In the persistent kernel
             // its buffer is the one the work tile before last used, free once that tile's output has been read out.
             const int qb = done % kQBuffers;
-            if (!q_issued) {
+            if (!(q_first && done == 0)) {
                 ptx::mbarrier_wait(&s.q_empty[qb], ((done / kQBuffers) % 2) ^ 1);
                 load_q<T>(s, &map_q, at, qb);
                 if (!kPersistent) timeline_mark(kTlQIssued);
             }
-            q_issued = false;
-            const bool ahead = kPersistent && t_next >= 0;
             for (int i = 0; i < tiles; ++i) {
-                if (!(i == 0 && done == 0 && kv_first)) {  // else issued with Q
-                    const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
-                    const int g = kv + i, ks = g % T::kKStages, vs = g % T::kVStages;
-                    ptx::mbarrier_wait(&s.k_empty[ks], ((g / T::kKStages) % 2) ^ 1);
-                    load_k<T>(s, ks, &map_k, row, at);
-                    ptx::mbarrier_wait(&s.v_empty[vs], ((g / T::kVStages) % 2) ^ 1);
-                    load_v<T>(s, vs, &map_v, row, at);
-                }
-                if (ahead && i == min(tiles, kQAheadAfter) - 1) issue_next_q(t_next);
+                if (i == 0 && done == 0 && kv_first) continue;  // issued with Q
+                const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
+                const int g = kv + i, ks = g % T::kKStages, vs = g % T::kVStages;
+                ptx::mbarrier_wait(&s.k_empty[ks], ((g / T::kKStages) % 2) ^ 1);
+                load_k<T>(s, ks, &map_k, row, at);
+                ptx::mbarrier_wait(&s.v_empty[vs], ((g / T::kVStages) % 2) ^ 1);
+                load_v<T>(s, vs, &map_v, row, at);
             }
-            if (ahead && tiles == 0) issue_next_q(t_next);
             kv += tiles, ++done;
         };
         if constexpr (kPersistent) {
-            BlockWorkTiles work{total};
-            for (int t = work.next(); t >= 0;) {
-                const int t_next = work.next();
-                produce(t, t_next);
-                t = t_next;
-            }
+            for (int j = 0; int64_t(j) * gridDim.x < total; ++j)
+                if (const int64_t t = block_work_tile(j); t < total) produce(static_cast<int>(t));
         } else {
-            produce(blockIdx.x, -1);  // one tile a block: the grid is the tiles
+            produce(blockIdx.x);  // one tile a block: the grid is the tiles
         }
         if (!kPersistent) timeline_mark(kTlProducerDone);
         return;
@@ -369,47 +277,26 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
     ptx::setmaxnreg_inc<T::kConsumerRegs>();
     // Turns (consume_work_tile): in a work tile each consumer warpgroup issues tiles + 1 times (S(0), one per later
-    // tile, the last P V; in the persistent kernel the last P V and the next work tile's S(0) are one issue), the
-    // same count in every warpgroup of the block.
+    // tile, the last P V), the same count in every warpgroup of the block.
     static_assert(T::kWarpgroups == 2 || T::kWarpgroups == 3, "turns go round two or three consumer warpgroups");
     int store_pending = -1;  // the Q tile whose output stores have not been seen read (consume_work_tile)
     if constexpr (kPersistent) {
-        // No varlen here (persistent_output_ok): every work tile has rows. Whether the next work tile has keys is
-        // worked out before this one runs: this one's last step then starts the next.
-        const int wg = tid / 128;
         int kv = 0, done = 0;
-        bool headed = false;
-        ConsumerRows<T> r;
-        block_turns_open<T>(wg, take_turns);
-        BlockWorkTiles work{total};
-        int t = work.next();
-        if (t >= 0) {
-            Sm90Place<T> at = place(t);
-            for (;;) {
-                const int t_next = work.next();
-                const bool next_has_keys = t_next >= 0 && work_tile_has_keys<T>(p, t_next, m_blocks);
-                const int tiles = at.n_tile_end - at.n_tile_begin;
-                static_assert(T::kKStages == 2 && T::kVStages == 2, "kv's parity is both rings' offset");
-                if (kv % 2 == 0)
-                    headed = consume_work_tile<T, true, 0>(p, s, at, t_next, next_has_keys, place, headed, r, tid, kv,
-                                                           done, take_turns, &map_o, store_pending);
-                else
-                    headed = consume_work_tile<T, true, 1>(p, s, at, t_next, next_has_keys, place, headed, r, tid, kv,
-                                                           done, take_turns, &map_o, store_pending);
-                kv += tiles, ++done;
-                if (t_next < 0) break;
-                if (!headed) at = place(t_next);  // (a headed tile's place came back in `at`)
-            }
-        }
-        block_turns_close<T>(wg, take_turns);
+        for_each_block_work_tile(total, [&](int t) {
+            const Sm90Place<T> at = place(t);
+            if (at.rows <= 0) return;
+            static_assert(T::kKStages == 2 && T::kVStages == 2, "kv's parity is both rings' offset");
+            if (kv % 2 == 0)
+                consume_work_tile<T, true, 0>(p, s, at, tid, kv, done, take_turns, &map_o, store_pending);
+            else
+                consume_work_tile<T, true, 1>(p, s, at, tid, kv, done, take_turns, &map_o, store_pending);
+            kv += at.n_tile_end - at.n_tile_begin, ++done;
+        });
         // The last output's shared-memory source must stay until the copy engine has read it.
         if (store_pending >= 0 && output_store_issuer(tid)) ptx::bulk_wait_group_read_all();
     } else {  // one work tile a block: straight-line code
-        Sm90Place<T> at = place(blockIdx.x);
-        ConsumerRows<T> r;
-        if (at.rows > 0)
-            consume_work_tile<T, false>(p, s, at, -1, false, place, false, r, tid, 0, 0, take_turns, nullptr,
-                                        store_pending);
+        const Sm90Place<T> at = place(blockIdx.x);
+        if (at.rows > 0) consume_work_tile<T, false>(p, s, at, tid, 0, 0, take_turns, nullptr, store_pending);
     }
 #endif
 }
