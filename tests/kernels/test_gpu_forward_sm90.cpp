@@ -146,8 +146,9 @@ std::vector<AttnCase> sm90_cases() {
                      .head_dim = 128, .tag = "many_tiles"});
     cases.push_back({.dtype = kF16, .batch = 4, .seqlen_q = 301, .seqlen_k = 517, .nheads = 24, .nheads_k = 8,
                      .head_dim = 64, .causal = true, .tag = "many_tiles"});
-    // Causal with more query rows than keys: the first row blocks see no key, so the persistent kernel's blocks meet
-    // work tiles without key tiles between ones with (its last step then starts no next tile's S product).
+    // Causal with more query rows than keys: the first row blocks see no key, so the persistent kernel's blocks run
+    // work tiles without key tiles among ones with; each such tile stores zeros and an LSE of +inf, not the rows of the
+    // tile before it.
     cases.push_back({.dtype = kBF16, .batch = 4, .seqlen_q = 700, .seqlen_k = 150, .nheads = 24, .nheads_k = 8,
                      .head_dim = 128, .causal = true, .tag = "many_tiles"});
     cases.push_back({.dtype = kF16, .seqlen_q = 113, .seqlen_k = 512, .head_dim = 256, .window_left = 32,
