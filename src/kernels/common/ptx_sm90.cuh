@@ -213,6 +213,7 @@ __device__ __forceinline__ void opaque(uint32_t& v) { asm volatile("" : "+r"(v))
 
 // v as lane 0 holds it: a value the compiler then knows to be the same across the warp, so that what is computed from
 // it stays in uniform registers (wgmma descriptors are read from there) instead of ordinary ones moved over by R2UR.
+// A shuffle of the whole warp: every lane must call it, never a branch that only some lanes take.
 __device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 
 // A shared-memory matrix descriptor for a K-major tile of 128-byte rows (64 16-bit elements) in the 128-byte swizzle
