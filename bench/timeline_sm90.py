@@ -11,7 +11,12 @@ Build the library with the timeline compiled in (nothing else changes; see src/k
 Runs the forward on the standard sweep's shape (bf16, batch x seqlen = 16384, hidden 2048) and prints, over the
 blocks, the mean and median microseconds of each phase (consumer warpgroup 0's view) and the gap between one block's
 end and the next block's start on the same SM.
+
+With --tiles, the persistent kernel's view instead (FLASHATTN_SM90_PERSISTENT=1 is set for the run): over its work
+tiles, the mean and median microseconds from one event to the next (Q issued, Q landed, first S done, last P V done,
+output stores issued) and from one tile's stores to the next tile's first S, as consumer warpgroup 0 sees them.
 """
+import os
 import argparse
 import ctypes
 import statistics
@@ -20,6 +25,8 @@ import torch
 
 from bench_sweep import HIDDEN, TOKENS, Flashattn
 
+TILE_EVENTS = ["q_issued", "q_arrived", "first_s", "last_pv", "stored", "global_ns"]
+TILE_BLOCKS, TILES = 1024, 64  # kTileTimelineBlocks, kTileTimelineTiles of src/kernels/sm90/timeline.cuh
 EVENTS = ["start", "q_issued", "q_arrived", "first_s", "last_pv", "stored0", "stored1", "producer_done",
           "epilogue_synced", "epilogue_staged", "placed", "lse_written", "sm", "global_start"]
 MAX_BLOCKS = 16384
@@ -31,7 +38,10 @@ def main():
     ap.add_argument("--seqlen", type=int, default=512)
     ap.add_argument("--hdim", type=int, default=128)
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--tiles", action="store_true", help="the persistent kernel's per-work-tile phases")
     args = ap.parse_args()
+    if args.tiles:
+        os.environ["FLASHATTN_SM90_PERSISTENT"] = "1"
 
     fa = Flashattn(args.lib)
     fa.lib.flashattn_debug_timeline.argtypes = [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int]
@@ -49,6 +59,9 @@ def main():
     torch.cuda.synchronize()
     kernel_ms = start.elapsed_time(stop)
 
+    if args.tiles:
+        print_tiles(fa, args, kernel_ms)
+        return
     buf = (ctypes.c_ulonglong * (MAX_BLOCKS * len(EVENTS)))()
     assert fa.lib.flashattn_debug_timeline(buf, MAX_BLOCKS) == 0
     rows = [dict(zip(EVENTS, buf[i * len(EVENTS):(i + 1) * len(EVENTS)])) for i in range(MAX_BLOCKS)]
@@ -94,6 +107,54 @@ def main():
               f"median {statistics.median(gaps):7.2f} us")
     per_sm = [len(v) for v in by_sm.values()]
     print(f"  blocks an SM: min {min(per_sm)} max {max(per_sm)}")
+
+
+def print_tiles(fa, args, kernel_ms):
+    """The persistent kernel's per-work-tile phases (its last launch; a block's tiles in the order it ran them)."""
+    fa.lib.flashattn_debug_tile_timeline.argtypes = [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int]
+    n = len(TILE_EVENTS)
+    buf = (ctypes.c_ulonglong * (TILE_BLOCKS * TILES * n))()
+    assert fa.lib.flashattn_debug_tile_timeline(buf, TILE_BLOCKS) == 0
+    blocks = torch.cuda.get_device_properties(0).multi_processor_count  # the persistent grid
+    phases = {
+        "Q issued -> Q landed": ("q_issued", "q_arrived"),
+        "Q landed -> first S done": ("q_arrived", "first_s"),
+        "first S -> last P V done": ("first_s", "last_pv"),
+        "last P V -> stores issued": ("last_pv", "stored"),
+    }
+    vals = {name: [] for name in phases}
+    between, per_tile, rates, tiles_run = [], [], [], []
+    for blk in range(blocks):
+        rows = [dict(zip(TILE_EVENTS, buf[(blk * TILES + t) * n:(blk * TILES + t + 1) * n])) for t in range(TILES)]
+        # A block's tiles of this launch: its stores' global times increase (rows past them are older launches').
+        run = [rows[0]] if rows[0]["stored"] else []
+        for r in rows[1:]:
+            if not (r["stored"] > run[-1]["stored"] and r["global_ns"] > run[-1]["global_ns"]):
+                break
+            run.append(r)
+        if len(run) < 2:
+            continue
+        tiles_run.append(len(run))
+        rates.append((run[-1]["stored"] - run[0]["stored"]) / (run[-1]["global_ns"] - run[0]["global_ns"]) * 1e3)
+        for r in run:
+            for name, (a, b) in phases.items():
+                vals[name].append((r, a, b))
+        for a, c in zip(run, run[1:]):
+            between.append(c["first_s"] - a["stored"])
+            per_tile.append(c["stored"] - a["stored"])
+    cycles_per_us = statistics.median(rates)
+    us = lambda c: c / cycles_per_us
+    s, d = args.seqlen, args.hdim
+    print(f"hdim {d} seqlen {s} causal {args.causal}, persistent: {len(tiles_run)} blocks, {sum(tiles_run)} work "
+          f"tiles ({min(tiles_run)}-{max(tiles_run)} a block), kernel {kernel_ms * 1e3:.1f} us, SM clock "
+          f"{cycles_per_us:.0f} MHz")
+    for name, entries in vals.items():
+        v = [us(r[b] - r[a]) for r, a, b in entries]
+        print(f"  {name:40s} mean {statistics.mean(v):7.2f} us  median {statistics.median(v):7.2f} us")
+    for name, v in (("stores issued -> next tile's first S done", between),
+                    ("a work tile (stores to stores)", per_tile)):
+        v = [us(x) for x in v]
+        print(f"  {name:40s} mean {statistics.mean(v):7.2f} us  median {statistics.median(v):7.2f} us")
 
 
 if __name__ == "__main__":

@@ -346,4 +346,13 @@ extern "C" __attribute__((visibility("default"))) int flashattn_debug_timeline(u
     const size_t rows = static_cast<size_t>(std::min(blocks, kTimelineBlocks));
     return cudaMemcpyFromSymbol(out, g_timeline, rows * kTlEvents * sizeof(unsigned long long)) == cudaSuccess ? 0 : 1;
 }
+// The persistent kernel's per-work-tile timestamps (timeline.cuh): for blocks [0, blocks), kTileTimelineTiles rows of
+// kTtEvents values each, as its last launch left them (rows of tiles a block did not run are as an earlier launch
+// left them, or 0). Returns 0, or 1 on a CUDA error.
+extern "C" __attribute__((visibility("default"))) int flashattn_debug_tile_timeline(unsigned long long* out,
+                                                                                    int blocks) {
+    using namespace flashattn::kernels;
+    const size_t n = static_cast<size_t>(std::min(blocks, kTileTimelineBlocks)) * kTileTimelineTiles * kTtEvents;
+    return cudaMemcpyFromSymbol(out, g_tile_timeline, n * sizeof(unsigned long long)) == cudaSuccess ? 0 : 1;
+}
 #endif

@@ -110,6 +110,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
 
     ptx::mbarrier_wait(&s.q_full[qb], (done / kQBuffers) % 2);
     if (kMarks && tid == 0) timeline_mark(kTlQArrived);
+    if (kPersistent && tid == 0) tile_mark(done, kTtQArrived);
     if (tiles > 0) {
         // Tile 0: S alone (O is still zero, so no rescale is pending).
         wait_k(0);
@@ -121,6 +122,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         release_k(0);
         release_stored_q();
         if (kMarks && tid == 0) timeline_mark(kTlFirstS);
+        if (kPersistent && tid == 0) tile_mark(done, kTtFirstS);
         prepare_scores<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
         if constexpr (kLazyRescale)
             softmax_scores_lazy<T>(acc_s, row_max, row_sum, exp2_mult, rescale);  // O is still zero: not rescaled
@@ -172,10 +174,12 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         release_v(tiles - 1);
     }
     if (kMarks && tid == 0) timeline_mark(kTlLastPv);
+    if (kPersistent && tid == 0) tile_mark(done, kTtLastPv);
     release_stored_q();  // a work tile without key tiles
     store_rows_and_lse<T, true>(acc_o, row_max, row_sum, p, at, s.q[qb][0], kPersistent ? map_o : nullptr,
                                 store_issuer);
     if (kMarks && tid % 128 == 0 && wg < 2) timeline_mark(wg == 0 ? kTlStored0 : kTlStored1);
+    if (kPersistent && tid == 0) tile_mark(done, kTtStored);
     if (kPersistent) {
         store_pending = qb;
     } else {
@@ -231,6 +235,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             const Sm90Tile w = sm90_tile(p, blockIdx.x, m_blocks);
             load_q_at<T>(s, &map_q, w.m_block * T::kBlockM, w.h, w.b);
             if (!kPersistent) timeline_mark(kTlQIssued);
+            if (kPersistent) tile_mark(0, kTtQIssued);
             kv_first = first_key_tile_is_zero<T>(p, w.m_block * T::kBlockM);
             if (kv_first) {
                 const int hk = w.h / (p.nheads / p.nheads_k);
@@ -253,6 +258,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 ptx::mbarrier_wait(&s.q_empty[qb], ((done / kQBuffers) % 2) ^ 1);
                 load_q<T>(s, &map_q, at, qb);
                 if (!kPersistent) timeline_mark(kTlQIssued);
+                if (kPersistent) tile_mark(done, kTtQIssued);
             }
             for (int i = 0; i < tiles; ++i) {
                 if (i == 0 && done == 0 && kv_first) continue;  // issued with Q

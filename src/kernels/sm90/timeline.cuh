@@ -30,6 +30,21 @@ enum TimelineEvent : int {
 };
 constexpr int kTimelineBlocks = 16384;
 
+// The persistent kernel (several work tiles a block): per block (blockIdx.x < kTileTimelineBlocks) and work tile of
+// the block (its ordinal, < kTileTimelineTiles), g_tile_timeline holds clock64 at each event below and the global
+// nanosecond timer beside the output's store (to turn a block's cycles into time). flashattn_debug_tile_timeline
+// (fwd_launch.cu, same build only) copies them out.
+enum TileEvent : int {
+    kTtQIssued,   // the producer has issued the tile's Q copy
+    kTtQArrived,  // consumer warpgroup 0 has seen it land
+    kTtFirstS,    // ... its first S product is done
+    kTtLastPv,    // ... its last P V product is done
+    kTtStored,    // ... its output's stores are issued
+    kTtGlobalNs,  // %globaltimer at kTtStored
+    kTtEvents
+};
+constexpr int kTileTimelineBlocks = 1024, kTileTimelineTiles = 64;
+
 #if defined(FLASHATTN_TIMELINE) && FLASHATTN_TIMELINE
 __device__ unsigned long long g_timeline[kTimelineBlocks][kTlEvents];
 
@@ -47,8 +62,21 @@ __device__ __forceinline__ void timeline_mark(int event) {
         g_timeline[blockIdx.x][kTlGlobalStart] = g;
     }
 }
+__device__ unsigned long long g_tile_timeline[kTileTimelineBlocks][kTileTimelineTiles][kTtEvents];
+
+__device__ __forceinline__ void tile_mark(int tile, int event) {
+    if (blockIdx.x >= kTileTimelineBlocks || tile >= kTileTimelineTiles) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
+    g_tile_timeline[blockIdx.x][tile][event] = t;
+    if (event == kTtStored) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        g_tile_timeline[blockIdx.x][tile][kTtGlobalNs] = t;
+    }
+}
 #else
 __device__ __forceinline__ void timeline_mark(int) {}
+__device__ __forceinline__ void tile_mark(int, int) {}
 #endif
 
 }  // namespace flashattn::kernels
