@@ -127,7 +127,9 @@ def print_tiles(fa, args, kernel_ms):
     for blk in range(blocks):
         rows = [dict(zip(TILE_EVENTS, buf[(blk * TILES + t) * n:(blk * TILES + t + 1) * n])) for t in range(TILES)]
         # A block's tiles of this launch: its stores' global times increase (rows past them are older launches').
-        run = [rows[0]] if rows[0]["stored"] else []
+        if not rows[0]["stored"]:
+            continue
+        run = [rows[0]]
         for r in rows[1:]:
             if not (r["stored"] > run[-1]["stored"] and r["global_ns"] > run[-1]["global_ns"]):
                 break
