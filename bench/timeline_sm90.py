@@ -16,9 +16,9 @@ With --tiles, the persistent kernel's view instead (FLASHATTN_SM90_PERSISTENT=1 
 tiles, the mean and median microseconds from one event to the next (Q issued, Q landed, first S done, last P V done,
 output stores issued) and from one tile's stores to the next tile's first S, as consumer warpgroup 0 sees them.
 """
-import os
 import argparse
 import ctypes
+import os
 import statistics
 
 import torch
@@ -122,8 +122,9 @@ def print_tiles(fa, args, kernel_ms):
         "first S -> last P V done": ("first_s", "last_pv"),
         "last P V -> stores issued": ("last_pv", "stored"),
     }
-    vals = {name: [] for name in phases}
-    between, per_tile, rates, tiles_run = [], [], [], []
+    gap, whole = "stores issued -> next tile's first S done", "a work tile (stores to stores)"
+    vals = {name: [] for name in [*phases, gap, whole]}  # cycles
+    rates, tiles_run = [], []
     for blk in range(blocks):
         rows = [dict(zip(TILE_EVENTS, buf[(blk * TILES + t) * n:(blk * TILES + t + 1) * n])) for t in range(TILES)]
         # A block's tiles of this launch: its stores' global times increase (rows past them are older launches').
@@ -140,22 +141,18 @@ def print_tiles(fa, args, kernel_ms):
         rates.append((run[-1]["stored"] - run[0]["stored"]) / (run[-1]["global_ns"] - run[0]["global_ns"]) * 1e3)
         for r in run:
             for name, (a, b) in phases.items():
-                vals[name].append((r, a, b))
+                vals[name].append(r[b] - r[a])
         for a, c in zip(run, run[1:]):
-            between.append(c["first_s"] - a["stored"])
-            per_tile.append(c["stored"] - a["stored"])
+            vals[gap].append(c["first_s"] - a["stored"])
+            vals[whole].append(c["stored"] - a["stored"])
     cycles_per_us = statistics.median(rates)
     us = lambda c: c / cycles_per_us
     s, d = args.seqlen, args.hdim
     print(f"hdim {d} seqlen {s} causal {args.causal}, persistent: {len(tiles_run)} blocks, {sum(tiles_run)} work "
           f"tiles ({min(tiles_run)}-{max(tiles_run)} a block), kernel {kernel_ms * 1e3:.1f} us, SM clock "
           f"{cycles_per_us:.0f} MHz")
-    for name, entries in vals.items():
-        v = [us(r[b] - r[a]) for r, a, b in entries]
-        print(f"  {name:40s} mean {statistics.mean(v):7.2f} us  median {statistics.median(v):7.2f} us")
-    for name, v in (("stores issued -> next tile's first S done", between),
-                    ("a work tile (stores to stores)", per_tile)):
-        v = [us(x) for x in v]
+    for name, cycles in vals.items():
+        v = [us(c) for c in cycles]
         print(f"  {name:40s} mean {statistics.mean(v):7.2f} us  median {statistics.median(v):7.2f} us")
 
 
