@@ -9,6 +9,8 @@
 #   FLASHATTN_SKIP_BENCH=1 / FLASHATTN_SKIP_MEMCHECK=1 / FLASHATTN_SKIP_PYTHON=1   skip those steps
 #   FLASHATTN_SKIP_TRAINING_BENCH=1   of the benchmarks, run the decode one only
 #   FLASHATTN_SKIP_PYTHON_BENCH=1     skip bench/bench_python.py (the Python API training benchmark)
+#   FLASHATTN_SKIP_DECODE_BENCH=1     skip bench/bench_decode.py
+#   FLASHATTN_SHORT_Q_ARGS  arguments for bench/bench_short_q.py (default "--quick"; "" for all its shapes)
 #   FLASHATTN_TEST_FILTER   a ctest -R regex (default: every test); FLASHATTN_PYTEST_ARGS  pytest's files and
 #                           options (default: tests/python)
 #   FLASHATTN_NCU=1   also profile (Nsight Compute, where installed) one launch each of the Hopper forward at hd128
@@ -88,9 +90,9 @@ note "skipped: $(grep -c 'Skipped' "$out/test.log" || true)"
 cc_now=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
 if [ "$cc_now" = 90 ]; then
   t0=$(date +%s)
-  FLASHATTN_FORWARD_PATH=sm80 ctest --test-dir "$build" --output-on-failure -j "${FLASHATTN_TEST_JOBS:-8}" \
+  FLASHATTN_FORWARD_PATH=sm80 FLASHATTN_FORWARD_PACKED=0 ctest --test-dir "$build" --output-on-failure -j "${FLASHATTN_TEST_JOBS:-8}" \
     --timeout 120 -R 'GpuForward\.|GpuEdge|GpuLse|GpuBackward|GpuVarlen|GpuDropout|GpuAttnProbs|GpuDeterministic' > "$out/test_sm80.log" 2>&1
-  note "tests with FLASHATTN_FORWARD_PATH=sm80: $(grep -E 'tests passed|tests failed' "$out/test_sm80.log" | tail -1) in $(( $(date +%s) - t0 )) s"
+  note "tests with FLASHATTN_FORWARD_PATH=sm80 FLASHATTN_FORWARD_PACKED=0: $(grep -E 'tests passed|tests failed' "$out/test_sm80.log" | tail -1) in $(( $(date +%s) - t0 )) s"
   grep -E '^\s+[0-9]+ - .*(Failed|Not Run|Timeout)' "$out/test_sm80.log" | head -20 | tee -a "$summary"
   command -v cuobjdump >/dev/null && note "HGMMA instructions in the Hopper forward: $(cuobjdump -sass \
     "$build/CMakeFiles/flashattn_objects.dir/src/kernels/sm90/fwd_launch.cu.o" 2>/dev/null | grep -c HGMMA)"
@@ -178,17 +180,24 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "$py_usable" -eq 1 ]; then
     note "bench_python: rc $? in $(( $(date +%s) - t0 )) s"
     tail -8 "$out/bench_python.log"
   fi
-  # KV-cache decode against SDPA, with the device copy bandwidth of the same run.
+  if [ "${FLASHATTN_SKIP_DECODE_BENCH:-0}" != 1 ]; then
+    # KV-cache decode against SDPA, with the device copy bandwidth of the same run.
+    t0=$(date +%s)
+    (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out "$out" ${FLASHATTN_DECODE_ARGS---quick} \
+       > "$out/bench_decode.log" 2>&1)
+    note "bench_decode: rc $? in $(( $(date +%s) - t0 )) s"
+    tail -20 "$out/bench_decode.log"
+    # Paged against dense with the dense cache's own addresses (block tables in pool order): the paged path's cost
+    # apart from where random pages land.
+    (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out /tmp/flashattn-decode-sequential \
+       --quick --batches 64 --seqlens-q 1 --page-order sequential > "$out/bench_decode_sequential.log" 2>&1)
+    note "bench_decode, pages in pool order: rc $?; $(grep -E '^geometric' "$out/bench_decode_sequential.log")"
+  fi
+  # Short query rows through the forward: packed query heads against the tiled forward, SDPA beside them.
   t0=$(date +%s)
-  (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out "$out" ${FLASHATTN_DECODE_ARGS---quick} \
-     > "$out/bench_decode.log" 2>&1)
-  note "bench_decode: rc $? in $(( $(date +%s) - t0 )) s"
-  tail -20 "$out/bench_decode.log"
-  # Paged against dense with the dense cache's own addresses (block tables in pool order): the paged path's cost
-  # apart from where random pages land.
-  (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out /tmp/flashattn-decode-sequential \
-     --quick --batches 64 --seqlens-q 1 --page-order sequential > "$out/bench_decode_sequential.log" 2>&1)
-  note "bench_decode, pages in pool order: rc $?; $(grep -E '^geometric' "$out/bench_decode_sequential.log")"
+  (cd /tmp && PYTHONPATH="$site" timeout 300 python3 "$root/bench/bench_short_q.py" --out "$out" \
+     ${FLASHATTN_SHORT_Q_ARGS---quick} > "$out/bench_short_q.log" 2>&1)
+  note "bench_short_q: rc $? in $(( $(date +%s) - t0 )) s; $(grep -E '^default within' "$out/bench_short_q.log")"
 fi
 
 # ---- profiles (optional) -----------------------------------------------------------------------------------------------

@@ -81,8 +81,8 @@ void cuda_dispatch(const AttnParams& p, int32_t device_index) {
 size_t cuda_workspace_bytes(const AttnParams& p, int32_t device_index) {
 #if FLASHATTN_WITH_CUDA
     if (p.op == OpKind::merge) return 0;
-    if (p.op == OpKind::forward) return kernels::forward_workspace_bytes(p);  // a function of the sizes only
-    DeviceGuard guard(device_index);  // the backward's and the kv-cache forward's depend on the GPU
+    DeviceGuard guard(device_index);  // split counts (packed forward, kv-cache, deterministic backward) depend on the GPU
+    if (p.op == OpKind::forward) return kernels::forward_workspace_bytes(p);
     if (p.op == OpKind::kvcache) return kernels::kvcache_workspace_bytes(p);
     return kernels::backward_workspace_bytes(p);
 #else

@@ -2,6 +2,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -119,12 +120,6 @@ int head_dim_bucket(int head_dim, int head_dim_v) {
     return 0;
 }
 
-size_t forward_workspace_bytes(const AttnParams& p) {
-    // attn_probs are normalised with the LSE: when the caller did not ask for the LSE, it lives in the workspace.
-    if (p.attn_probs && !p.softmax_lse)
-        return sizeof(float) * size_t(p.nheads) * (p.is_varlen ? size_t(p.total_q) : size_t(p.batch) * p.seqlen_q);
-    return 0;
-}
 
 namespace {
 
@@ -134,6 +129,11 @@ constexpr bool kSm90ForwardByDefault = true;  // passed every forward GPU test o
 constexpr const char* kForwardPathVariable = "FLASHATTN_FORWARD_PATH";
 
 bool sm90a_compiled() { return std::strstr(FLASHATTN_CUDA_ARCHS, "90a") != nullptr; }
+
+// The forward with the query heads of a kv head packed into one tile (defined with the kv-cache forward below).
+bool use_packed_forward(const AttnParams& p);
+void run_packed_forward(const AttnParams& p);
+size_t packed_forward_workspace_bytes(const AttnParams& p);
 
 bool use_sm90_forward(const AttnParams& p, const DeviceProps& device) {
     const char* choice = std::getenv(kForwardPathVariable);
@@ -145,9 +145,23 @@ bool use_sm90_forward(const AttnParams& p, const DeviceProps& device) {
 
 }  // namespace
 
+size_t forward_workspace_bytes(const AttnParams& p) {
+    if (p.batch == 0 || p.seqlen_q == 0) return 0;
+    if (use_packed_forward(p)) return packed_forward_workspace_bytes(p);  // its splits' partial results
+    // attn_probs are normalised with the LSE: when the caller did not ask for the LSE, it lives in the workspace.
+    if (p.attn_probs && !p.softmax_lse)
+        return sizeof(float) * size_t(p.nheads) * (p.is_varlen ? size_t(p.total_q) : size_t(p.batch) * p.seqlen_q);
+    return 0;
+}
+
 void run_forward(const AttnParams& p) {
     if (p.batch == 0 || p.seqlen_q == 0) return;
-    if (use_sm90_forward(p, require_supported_device())) {
+    const DeviceProps device = require_supported_device();
+    if (use_packed_forward(p)) {
+        run_packed_forward(p);
+        return;
+    }
+    if (use_sm90_forward(p, device)) {
         launch_fwd_sm90(p);
         return;
     }
@@ -288,6 +302,73 @@ void run_kvcache(const AttnParams& p) {
     require_aligned_workspace(p);
     launchers.kvc(p, plan);
 }
+
+// ---- the forward with packed query heads -----------------------------------------------------------------------------
+//
+// With few query rows a head (speculative decoding's few tokens, a chunked prefill's short chunk against a long
+// context), the forward's row tiles (64-128 rows) are mostly padding, every query head of a kv head reads the same
+// keys again, and its grid (batch x heads x row tiles) can leave most SMs idle while each block streams a whole K/V
+// alone. The kv-cache kernel (sm80/kvcache_kernel.cuh) does what such calls need: the query heads that share a kv head
+// fill one tile together (each key read once per kv head) and the keys are split across blocks, merged by their LSEs.
+// A forward over dense K/V is a kv-cache call with a full cache and nothing to append, so that is how it runs.
+
+namespace {
+
+constexpr const char* kPackedVariable = "FLASHATTN_FORWARD_PACKED";  // "0" never, "1" wherever it applies
+std::atomic<int64_t> g_packed_launches{0};
+
+// The forward's params as a kv-cache call: K/V the dense cache (one entry a sequence), every sequence's cache full.
+AttnParams as_kvcache_call(const AttnParams& p) {
+    AttnParams run = p;
+    run.op = OpKind::kvcache;
+    run.cache_seqlens = nullptr;
+    run.cache_seqlen = p.seqlen_k;
+    run.num_splits = 0;  // the heuristic's count
+    return run;
+}
+
+// What the kv-cache kernel cannot take from a forward: ragged batches, dropout, the probabilities output.
+bool packed_forward_applies(const AttnParams& p) {
+    return p.op == OpKind::forward && !p.is_varlen && p.dropout_p == 0.f && !p.attn_probs && p.seqlen_k > 0 &&
+           sm80_launchers_or_none(p).kvc != nullptr;
+}
+
+KvcPlan packed_forward_plan(const AttnParams& run) {
+    return make_kvc_plan(run, current_sm_count(), sm80_launchers_or_none(run).kvc_blocks_per_sm(run));
+}
+
+bool use_packed_forward(const AttnParams& p) {
+    if (!packed_forward_applies(p)) return false;
+    const char* choice = std::getenv(kPackedVariable);
+    if (choice && std::strcmp(choice, "0") == 0) return false;
+    if (choice && std::strcmp(choice, "1") == 0) return true;
+    return packed_forward_pays(p.batch, p.seqlen_q, p.seqlen_k, p.nheads, p.nheads_k, current_sm_count());
+}
+
+size_t packed_forward_workspace_bytes(const AttnParams& p) { return packed_forward_plan(as_kvcache_call(p)).workspace_bytes; }
+
+void run_packed_forward(const AttnParams& p) {
+    AttnParams run = as_kvcache_call(p);
+    // workspace_size() asks for the splits' partial results; a caller who passes no (or too little) workspace gets
+    // the same result without splitting the keys.
+    if (p.workspace_bytes < packed_forward_plan(run).workspace_bytes || !p.workspace) run.num_splits = 1;
+    require_aligned_workspace(run);
+    const KvcPlan plan = packed_forward_plan(run);
+    sm80_launchers_or_none(run).kvc(run, plan);
+    g_packed_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+constexpr int64_t kPackedMaxRows = 64;  // packed rows (query rows x query heads a kv head) of one kv head: one tile
+
+bool packed_forward_pays(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int nheads, int nheads_k, int sm_count) {
+    (void)batch, (void)seqlen_k, (void)sm_count;
+    const int64_t group = nheads / std::max(nheads_k, 1);
+    return seqlen_q * group <= kPackedMaxRows;
+}
+
+int64_t packed_forward_launches() { return g_packed_launches.load(std::memory_order_relaxed); }
 
 std::string compiled_kernels_summary() {
     std::ostringstream os;

@@ -135,6 +135,7 @@ std::string AttnCase::label() const {
     if (packed_qkv) s << "_packed";
     if (attn_probs) s << "_probs";
     if (nan_past_used) s << "_nanpast";
+    if (no_workspace) s << "_nows";
     if (!tag.empty()) s << "_" << tag;
     return s.str();
 }
@@ -396,7 +397,10 @@ void DeviceAttention::prepare_forward() {
         fwd_.softmax_lse = lse_.view();
         if (c_.attn_probs) fwd_.attn_probs = probs_.view();
         fwd_.options = opt;
-        fwd_ws_ = make_workspace(fwd_, stream_);
+        if (c_.no_workspace)
+            fwd_ws_.ctx.stream = stream_;
+        else
+            fwd_ws_ = make_workspace(fwd_, stream_);
         fwd_.ctx = fwd_ws_.ctx;
     }
 }

@@ -44,6 +44,8 @@ struct AttnCase {
     // Varlen with seqused_k: the k/v rows each sequence holds past its seqused_k are NaN. No result may depend on
     // them (an unfilled cache region), so every output must stay finite.
     bool nan_past_used = false;
+    // The forward without the workspace workspace_size() asks for (the packed forward then runs unsplit).
+    bool no_workspace = false;
     std::string tag;          // appended to the label, to tell apart cases that differ in what the label omits
 
     bool varlen() const { return !seqlens_q.empty(); }

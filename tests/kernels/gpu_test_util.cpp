@@ -1,5 +1,6 @@
 #include "kernels/gpu_test_util.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -53,6 +54,17 @@ std::string detect_gpu() {
 }
 
 }  // namespace
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old, had_ = true;
+    setenv(name, value, 1);
+}
+ScopedEnv::~ScopedEnv() {
+    if (had_)
+        setenv(name_, saved_.c_str(), 1);
+    else
+        unsetenv(name_);
+}
 
 const std::string& gpu_skip_reason() {
     static const std::string reason = detect_gpu();

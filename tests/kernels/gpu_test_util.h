@@ -31,6 +31,21 @@ class GpuTest : public ::testing::Test {
     }
 };
 
+// Sets an environment variable for one scope (the dispatch reads its FLASHATTN_* choices at each call), restoring
+// what was there.
+class ScopedEnv {
+  public:
+    ScopedEnv(const char* name, const char* value);
+    ~ScopedEnv();
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+  private:
+    const char* name_;
+    std::string saved_;
+    bool had_ = false;
+};
+
 // Throws std::runtime_error naming `what` and the CUDA error if `status` (a cudaError_t) is not cudaSuccess.
 void cuda_check(int status, const std::string& what);
 // Waits for the device and checks both the launch and the execution status of everything queued so far.

@@ -8,7 +8,6 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -20,27 +19,6 @@
 
 namespace flashattn::testing {
 namespace {
-
-// Sets an environment variable for one scope, restoring what was there.
-class ScopedEnv {
-  public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        const char* old = std::getenv(name);
-        if (old) saved_ = old, had_ = true;
-        setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (had_)
-            setenv(name_, saved_.c_str(), 1);
-        else
-            unsetenv(name_);
-    }
-
-  private:
-    const char* name_;
-    std::string saved_;
-    bool had_ = false;
-};
 
 // Why the Hopper forward cannot run here, or null where it can.
 const char* sm90_unavailable() {
@@ -60,6 +38,7 @@ const char* sm90_unavailable() {
 void check_on_sm90(const AttnCase& c) {
     if (const char* why = sm90_unavailable()) GTEST_SKIP() << why;
     ScopedEnv path("FLASHATTN_FORWARD_PATH", "sm90");
+    ScopedEnv unpacked("FLASHATTN_FORWARD_PACKED", "0");  // short query rows would run packed (test_gpu_forward_packed)
     struct Variant {
         const char* schedule;
         const char* persistent;
@@ -168,6 +147,7 @@ std::vector<AttnCase> sm90_cases() {
 void check_falls_back(const AttnCase& c) {
     if (const char* why = sm90_unavailable()) GTEST_SKIP() << why;
     ScopedEnv path("FLASHATTN_FORWARD_PATH", "sm90");
+    ScopedEnv unpacked("FLASHATTN_FORWARD_PACKED", "0");
     const int64_t before = kernels::sm90_forward_launches();
     check_forward(c);
     EXPECT_EQ(kernels::sm90_forward_launches(), before) << "expected the Ampere-class kernel";

@@ -85,6 +85,18 @@ def test_dense_forward_backward(batch, seqlen_q, seqlen_k, nheads, nheads_k, hea
     _check([q, k, v], opts, out, f"{name}/{dtype}/d{head_dim}")
 
 
+@pytest.mark.parametrize("seqlen_q", [1, 4])
+def test_decode_shaped_forward(seqlen_q):
+    """A few query rows of 32 heads on 8 kv heads against 4099 keys: the forward packs the query heads of a kv head
+    and splits the keys (the scratch memory for the splits comes from torch's allocator)."""
+    torch.manual_seed(41 + seqlen_q)
+    q, k, v = random_inputs([(2, seqlen_q, 32, 128), (2, 4099, 8, 128), (2, 4099, 8, 128)], torch.bfloat16,
+                            device=DEVICE)
+    _poison_allocator_cache()
+    out = flash_attn_func(q, k, v, causal=True)
+    _check([q, k, v], {"causal": True}, out, f"decode-shaped/q{seqlen_q}")
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_varlen_ragged(dtype):
     torch.manual_seed(11)
