@@ -81,7 +81,10 @@ void cuda_dispatch(const AttnParams& p, int32_t device_index) {
 size_t cuda_workspace_bytes(const AttnParams& p, int32_t device_index) {
 #if FLASHATTN_WITH_CUDA
     if (p.op == OpKind::merge) return 0;
-    DeviceGuard guard(device_index);  // split counts (packed forward, kv-cache, deterministic backward) depend on the GPU
+    // A function of the sizes alone, but for split counts (the packed forward's, the kv-cache's, the deterministic
+    // backward's), which depend on the GPU.
+    if (p.op == OpKind::forward && !kernels::use_packed_forward(p)) return kernels::forward_workspace_bytes(p);
+    DeviceGuard guard(device_index);
     if (p.op == OpKind::forward) return kernels::forward_workspace_bytes(p);
     if (p.op == OpKind::kvcache) return kernels::kvcache_workspace_bytes(p);
     return kernels::backward_workspace_bytes(p);

@@ -130,8 +130,8 @@ constexpr const char* kForwardPathVariable = "FLASHATTN_FORWARD_PATH";
 
 bool sm90a_compiled() { return std::strstr(FLASHATTN_CUDA_ARCHS, "90a") != nullptr; }
 
-// The forward with the query heads of a kv head packed into one tile (defined with the kv-cache forward below).
-bool use_packed_forward(const AttnParams& p);
+// The forward with the query heads of a kv head packed into one tile (defined with the kv-cache forward below;
+// use_packed_forward is in launch.h).
 void run_packed_forward(const AttnParams& p);
 size_t packed_forward_workspace_bytes(const AttnParams& p);
 
@@ -337,14 +337,6 @@ KvcPlan packed_forward_plan(const AttnParams& run) {
     return make_kvc_plan(run, current_sm_count(), sm80_launchers_or_none(run).kvc_blocks_per_sm(run));
 }
 
-bool use_packed_forward(const AttnParams& p) {
-    if (!packed_forward_applies(p)) return false;
-    const char* choice = std::getenv(kPackedVariable);
-    if (choice && std::strcmp(choice, "0") == 0) return false;
-    if (choice && std::strcmp(choice, "1") == 0) return true;
-    return packed_forward_pays(p.batch, p.seqlen_q, p.seqlen_k, p.nheads, p.nheads_k, current_sm_count());
-}
-
 size_t packed_forward_workspace_bytes(const AttnParams& p) { return packed_forward_plan(as_kvcache_call(p)).workspace_bytes; }
 
 void run_packed_forward(const AttnParams& p) {
@@ -360,12 +352,21 @@ void run_packed_forward(const AttnParams& p) {
 
 }  // namespace
 
-constexpr int64_t kPackedMaxRows = 64;  // packed rows (query rows x query heads a kv head) of one kv head: one tile
+constexpr int64_t kPackedMaxRows = 64;   // packed rows (query rows x query heads a kv head) of a kv head: one tile
+constexpr int64_t kPackedMinKeys = 256;  // fewer keys: nothing to stream, nothing worth splitting
 
-bool packed_forward_pays(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int nheads, int nheads_k, int sm_count) {
-    (void)batch, (void)seqlen_k, (void)sm_count;
+bool use_packed_forward(const AttnParams& p) {
+    if (!packed_forward_applies(p)) return false;
+    const char* choice = std::getenv(kPackedVariable);
+    if (choice && std::strcmp(choice, "0") == 0) return false;
+    if (choice && std::strcmp(choice, "1") == 0) return true;
+    return packed_forward_pays(p.batch, p.seqlen_q, p.seqlen_k, p.nheads, p.nheads_k);
+}
+
+bool packed_forward_pays(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int nheads, int nheads_k) {
+    (void)batch;
     const int64_t group = nheads / std::max(nheads_k, 1);
-    return seqlen_q * group <= kPackedMaxRows;
+    return seqlen_k >= kPackedMinKeys && seqlen_q * group <= kPackedMaxRows;
 }
 
 int64_t packed_forward_launches() { return g_packed_launches.load(std::memory_order_relaxed); }

@@ -28,10 +28,11 @@ size_t kvcache_workspace_bytes(const AttnParams& p);
 // blocks (SMs x blocks per SM).
 int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t slots);
 
-// Whether a forward of these sizes runs its query heads packed per kv head, keys split, on the kv-cache kernel
-// (dispatch.cpp says why); FLASHATTN_FORWARD_PACKED=0 / 1 overrides it. The count of such forwards so far (tests use it
-// to tell which kernel ran).
-bool packed_forward_pays(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int nheads, int nheads_k, int sm_count);
+// Whether a forward runs its query heads packed per kv head, keys split, on the kv-cache kernel (dispatch.cpp says
+// why): where it applies (no varlen, dropout or attn_probs), FLASHATTN_FORWARD_PACKED=0 / 1, else the sizes'
+// packed_forward_pays. Sizes only: no GPU is asked. The count of packed forwards so far (tests tell by it which ran).
+bool use_packed_forward(const AttnParams& p);
+bool packed_forward_pays(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int nheads, int nheads_k);
 int64_t packed_forward_launches();
 
 void run_merge(const AttnParams& p);  // merge.cu
