@@ -218,7 +218,9 @@ FLASHATTN_API void varlen_backward(const VarlenBackwardArgs& args);
 FLASHATTN_API void kvcache_forward(const KvCacheArgs& args);
 FLASHATTN_API void merge_attention(const MergeArgs& args);
 
-// Bytes of device scratch memory the call needs (0 for CPU tensors). Validates the arguments like the call does.
+// Bytes of device scratch memory the call needs (0 for CPU tensors). Validates the arguments like the call does. The
+// forward's: for attn_probs without softmax_lse, and for the key splits of a forward with few query rows (run packed,
+// README "At run time"); without it such a forward runs unsplit, with the same result.
 FLASHATTN_API size_t workspace_size(const ForwardArgs& args);
 FLASHATTN_API size_t workspace_size(const VarlenForwardArgs& args);
 FLASHATTN_API size_t workspace_size(const BackwardArgs& args);

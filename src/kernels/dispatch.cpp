@@ -352,8 +352,17 @@ void run_packed_forward(const AttnParams& p) {
 
 }  // namespace
 
-constexpr int64_t kPackedMaxRows = 64;   // packed rows (query rows x query heads a kv head) of a kv head: one tile
-constexpr int64_t kPackedMinKeys = 256;  // fewer keys: nothing to stream, nothing worth splitting
+// The rule, from bench/bench_short_q.py on an H100 (head dim 128, 32 query heads on 8 or 32 kv heads, batch 1-32,
+// 1k-16k keys; bench/results/2026-11-24_h100_session10.md). Packed against tiled: 1.4-4.6x with 4 query heads a kv
+// head while they fit one tile (16 query rows); 1.04-1.8x where the tiled grid is smaller than the GPU and each query
+// row has many keys; 0.4-0.95x elsewhere (many query rows, or a full grid, over which the tiled forward's copy-engine
+// loads stream K/V faster than the kv-cache kernel's).
+constexpr int64_t kPackedMinKeys = 256;        // fewer keys: nothing to stream, nothing worth splitting
+constexpr int64_t kPackedMaxRows = 64;         // GQA: packed rows (query rows x query heads a kv head) of one tile
+constexpr int64_t kPackedMaxSeqlenQ = 128;     // beyond, the tiled forward's tensor-core tiles win
+constexpr int64_t kPackedMinKeysPerRow = 16;   // keys per query row below which the same holds
+constexpr int64_t kTiledBlockM = 128;          // the tiled forward's query rows a block (head dim 128)
+constexpr int64_t kPackedGridBlocks = 132;     // a tiled grid below this (an H100's SMs) leaves SMs idle
 
 bool use_packed_forward(const AttnParams& p) {
     if (!packed_forward_applies(p)) return false;
@@ -364,9 +373,15 @@ bool use_packed_forward(const AttnParams& p) {
 }
 
 bool packed_forward_pays(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int nheads, int nheads_k) {
-    (void)batch;
+    if (seqlen_k < kPackedMinKeys) return false;
     const int64_t group = nheads / std::max(nheads_k, 1);
-    return seqlen_k >= kPackedMinKeys && seqlen_q * group <= kPackedMaxRows;
+    // GQA: each key is read once for all the query heads of its kv head instead of once for each.
+    if (group > 1 && seqlen_q * group <= kPackedMaxRows) return true;
+    // Else only where the tiled forward would leave SMs idle (the split keys fill them) and its tiles would have
+    // little to do.
+    const int64_t tiled_blocks = batch * nheads * ((seqlen_q + kTiledBlockM - 1) / kTiledBlockM);
+    return tiled_blocks < kPackedGridBlocks && seqlen_q <= kPackedMaxSeqlenQ &&
+           seqlen_k >= kPackedMinKeysPerRow * seqlen_q;
 }
 
 int64_t packed_forward_launches() { return g_packed_launches.load(std::memory_order_relaxed); }
@@ -380,6 +395,8 @@ std::string compiled_kernels_summary() {
         os << "; Hopper (wgmma, TMA) forward: float16, bfloat16 x head dims up to 256 (q/k and v equal, or q/k up "
               "to 192 with v up to 128), the default on compute capability 9.0 (FLASHATTN_FORWARD_PATH=sm80 turns it "
               "off); dropout and return_attn_probs run on the Ampere-class forward, as does the backward";
+    os << "; forwards with few query rows (up to 16 with 4 query heads a kv head, or a grid smaller than the GPU) run "
+          "packed on the kv-cache kernel, keys split (FLASHATTN_FORWARD_PACKED=0 turns it off)";
     return os.str();
 }
 
