@@ -66,6 +66,9 @@ def main():
     assert fa.lib.flashattn_debug_timeline(buf, MAX_BLOCKS) == 0
     rows = [dict(zip(EVENTS, buf[i * len(EVENTS):(i + 1) * len(EVENTS)])) for i in range(MAX_BLOCKS)]
     rows = [r for r in rows if r["start"] and r["stored0"] > r["start"]]
+    if not rows:
+        raise SystemExit("no block marks: the persistent kernel ran this shape (its view is --tiles; "
+                         "FLASHATTN_SM90_PERSISTENT=0 runs one block a tile)")
     # Cycles to microseconds: the SM clock from blocks of one SM (clock64 against the global nanosecond timer).
     by_sm = {}
     for r in rows:
