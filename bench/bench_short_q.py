@@ -35,45 +35,57 @@ PACKED_VARIABLE = "FLASHATTN_FORWARD_PACKED"
 JSON_NAME = "bench_short_q.json"
 
 
-def flashattn_times(q, k, v, warmup, reps, flush):
-    """{"packed" | "tiled" | "default": (us, error)}, each the call captured under that setting and replayed."""
+def captured_time(call, settings, warmup, reps, flush):
+    """(us, error) of `call` captured in a CUDA graph with the environment `settings` ({name: value or None}) in
+    force at capture (the dispatch reads it then), then replayed."""
+    saved = {name: os.environ.get(name) for name in settings}
+    try:
+        for name, value in settings.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        return time_or_error(graph_of(call).replay, warmup, reps, flush)
+    except RuntimeError as err:
+        return None, first_line(err)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def flashattn_times(q, k, v, warmup, reps, flush, schedules):
+    """{"packed" | "tiled" | "default" | "tiled_<schedule>": (us, error)}: the call under each setting."""
     from flashattn import flash_attn_func
 
-    results = {}
-    saved = os.environ.get(PACKED_VARIABLE)
-    try:
-        for name, value in (("packed", "1"), ("tiled", "0"), ("default", None)):
-            if value is None:
-                os.environ.pop(PACKED_VARIABLE, None)
-            else:
-                os.environ[PACKED_VARIABLE] = value
-            call = lambda: flash_attn_func(q, k, v, causal=True)
-            try:
-                results[name] = time_or_error(graph_of(call).replay, warmup, reps, flush)
-            except RuntimeError as err:
-                results[name] = (None, first_line(err))
-    finally:
-        if saved is None:
-            os.environ.pop(PACKED_VARIABLE, None)
-        else:
-            os.environ[PACKED_VARIABLE] = saved
+    call = lambda: flash_attn_func(q, k, v, causal=True)
+    results = {name: captured_time(call, {PACKED_VARIABLE: value}, warmup, reps, flush)
+               for name, value in (("packed", "1"), ("tiled", "0"), ("default", None))}
+    for schedule in schedules:  # the Hopper forward's schedules, one block a tile (FLASHATTN_SM90_SCHEDULE)
+        results["tiled_" + schedule] = captured_time(
+            call, {PACKED_VARIABLE: "0", "FLASHATTN_SM90_SCHEDULE": schedule, "FLASHATTN_SM90_PERSISTENT": "0"},
+            warmup, reps, flush)
     return results
 
 
-def run_shape(nheads_k, seqlen_q, seqlen_k, batch, native_gqa, warmup, reps, flush):
+def run_shape(nheads_k, seqlen_q, seqlen_k, batch, native_gqa, warmup, reps, flush, schedules):
     gen = torch.Generator(device=DEVICE).manual_seed(shape_seed(nheads_k, seqlen_q, batch, seqlen_k))
     q = torch.randn(batch, seqlen_q, NHEADS_Q, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
     k = torch.randn(batch, seqlen_k, nheads_k, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
     v = torch.randn(batch, seqlen_k, nheads_k, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
-    ours = flashattn_times(q, k, v, warmup, reps, flush)
+    ours = flashattn_times(q, k, v, warmup, reps, flush, schedules)
     k = v = None
     sdpa = run_sdpa(q, gen, batch, nheads_k, seqlen_k, native_gqa, warmup, reps, flush)
     rec = {"nheads_q": NHEADS_Q, "nheads_k": nheads_k, "head_dim": HEAD_DIM, "seqlen_q": seqlen_q,
-           "seqlen_k": seqlen_k, "batch": batch, "causal": True}
+           "seqlen_k": seqlen_k, "batch": batch, "causal": True,
+           "kv_tbs": 2 * batch * seqlen_k * nheads_k * HEAD_DIM * 2 / 1e6}  # divided by us below
     for name, (us, err) in list(ours.items()) + [("sdpa_" + n, r) for n, r in sdpa.items() if n != "efficient"]:
         rec[name + "_us"] = us
         if err:
             rec[name + "_error"] = err
+    rec["kv_tbs"] = {name: rec["kv_tbs"] / us for name, (us, _) in ours.items() if us}  # K+V bytes read once
     if rec["packed_us"] and rec["tiled_us"]:
         rec["tiled_over_packed"] = rec["tiled_us"] / rec["packed_us"]
     best = min((t for t in (rec.get("packed_us"), rec.get("tiled_us")) if t), default=None)
@@ -89,23 +101,32 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=".")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--nheads-k", type=int, nargs="+")
+    ap.add_argument("--batches", type=int, nargs="+")
+    ap.add_argument("--seqlens-q", type=int, nargs="+")
+    ap.add_argument("--seqlens-k", type=int, nargs="+")
+    ap.add_argument("--schedules", nargs="*", default=[],
+                    help="also time the tiled Hopper forward one block a tile in these FLASHATTN_SM90_SCHEDULE values")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_short_q: no CUDA GPU visible; nothing measured")
         return 0
     warmup, reps = (QUICK_WARMUP, QUICK_REPS) if args.quick else (WARMUP, REPS)
-    seqlens_q = QUICK_SEQLENS_Q if args.quick else SEQLENS_Q
-    seqlens_k = QUICK_SEQLENS_K if args.quick else SEQLENS_K
+    seqlens_q = args.seqlens_q or (QUICK_SEQLENS_Q if args.quick else SEQLENS_Q)
+    seqlens_k = args.seqlens_k or (QUICK_SEQLENS_K if args.quick else SEQLENS_K)
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=DEVICE)
     native_gqa = sdpa_has_enable_gqa()
     print(" hk    sq     sk batch |   packed    tiled  default | tiled/packed |  cudnn us  flash us")
     records = []
-    for nheads_k in NHEADS_K:
-        for batch in BATCHES:
+    for nheads_k in args.nheads_k or NHEADS_K:
+        for batch in args.batches or BATCHES:
             for seqlen_k in seqlens_k:
                 for seqlen_q in seqlens_q:
-                    rec = run_shape(nheads_k, seqlen_q, seqlen_k, batch, native_gqa, warmup, reps, flush)
+                    rec = run_shape(nheads_k, seqlen_q, seqlen_k, batch, native_gqa, warmup, reps, flush,
+                                    args.schedules)
                     records.append(rec)
+                    if args.schedules:
+                        print("    K+V TB/s: " + ", ".join(f"{n} {t:.2f}" for n, t in rec["kv_tbs"].items()))
                     ratio = rec.get("tiled_over_packed")
                     print(f"{nheads_k:3d} {seqlen_q:5d} {seqlen_k:6d} {batch:5d} | {fmt(rec['packed_us'])}"
                           f"{fmt(rec['tiled_us'])}{fmt(rec['default_us'])} | "
