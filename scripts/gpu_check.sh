@@ -10,6 +10,8 @@
 #   FLASHATTN_SKIP_TRAINING_BENCH=1   of the benchmarks, run the decode one only
 #   FLASHATTN_SKIP_PYTHON_BENCH=1     skip bench/bench_python.py (the Python API training benchmark)
 #   FLASHATTN_SKIP_DECODE_BENCH=1     skip bench/bench_decode.py
+#   FLASHATTN_DECODE_AB=1   on compute capability 9.0, bench/bench_decode.py also with FLASHATTN_KVCACHE_PATH=sm80, then
+#                           the default again
 #   FLASHATTN_SHORT_Q_ARGS  arguments for bench/bench_short_q.py (default "--quick"; "" for all its shapes)
 #   FLASHATTN_TEST_FILTER   a ctest -R regex (default: every test); FLASHATTN_PYTEST_ARGS  pytest's files and
 #                           options (default: tests/python)
@@ -125,6 +127,11 @@ if [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1 ]; then
     py_rc=$?
     note "python: pytest $(tail -1 "$out/pytest.log") (rc $py_rc, $(( $(date +%s) - t0 )) s)"
     grep -E '^(FAILED|ERROR)' "$out/pytest.log" | head -30 | tee -a "$summary"
+    if [ "$cc_now" = 90 ]; then  # the kv-cache suites again on the Ampere-class kv-cache kernel
+      (cd /tmp && FLASHATTN_KVCACHE_PATH=sm80 PYTHONPATH="$site" python3 -m pytest "$root/tests/python/test_kvcache.py" \
+         "$root/tests/python/test_merge.py" -q -p no:cacheprovider --rootdir "$root" > "$out/pytest_kvc_sm80.log" 2>&1)
+      note "python: kv-cache tests with FLASHATTN_KVCACHE_PATH=sm80: $(tail -1 "$out/pytest_kvc_sm80.log") (rc $?)"
+    fi
   else
     py_rc=1
     note "python: pip install FAILED after $(( $(date +%s) - t0 )) s; the end of pip_install.log:"
@@ -187,6 +194,14 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "$py_usable" -eq 1 ]; then
        > "$out/bench_decode.log" 2>&1)
     note "bench_decode: rc $? in $(( $(date +%s) - t0 )) s"
     tail -20 "$out/bench_decode.log"
+    if [ "${FLASHATTN_DECODE_AB:-0}" = 1 ]; then  # the same on the Ampere-class kv-cache kernel, then the default again
+      mkdir -p "$out/decode_sm80" "$out/decode_again"
+      (cd /tmp && FLASHATTN_KVCACHE_PATH=sm80 PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" \
+         --out "$out/decode_sm80" ${FLASHATTN_DECODE_ARGS---quick} > "$out/bench_decode_sm80.log" 2>&1)
+      (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out "$out/decode_again" \
+         ${FLASHATTN_DECODE_ARGS---quick} > "$out/bench_decode_again.log" 2>&1)
+      note "bench_decode A/B: $(grep -E '^geometric' "$out/bench_decode.log") | sm80: $(grep -E '^geometric' "$out/bench_decode_sm80.log") | again: $(grep -E '^geometric' "$out/bench_decode_again.log")"
+    fi
     # Paged against dense with the dense cache's own addresses (block tables in pool order): the paged path's cost
     # apart from where random pages land.
     (cd /tmp && PYTHONPATH="$site" python3 "$root/bench/bench_decode.py" --out /tmp/flashattn-decode-sequential \

@@ -182,6 +182,7 @@ AttnParams build_params(const KvCacheArgs& a, const AttnDims& d) {
     p.cache_seqlen = d.cache_seqlen;
     p.cache_batch_idx = i32_ptr(a.cache_batch_idx);
     p.cache_leftpad = i32_ptr(a.cache_leftpad);
+    p.batch_cache = d.batch_cache;
     if (d.paged) {
         p.block_table = i32_ptr(a.block_table);
         p.block_table_batch_stride = used_stride(a.block_table, 0);

@@ -92,6 +92,8 @@ struct AttnParams {
     int64_t block_table_batch_stride = 0;
     int32_t page_size = 0;                   // paged only
     int32_t max_blocks_per_seq = 0;          // paged only
+    int64_t batch_cache = 0;                 // entries of a dense cache (cache_batch_idx picks among them); paged:
+                                             // physical blocks
     void* k_cache_mut = nullptr;             // k/v cache again, writable, for appending
     void* v_cache_mut = nullptr;
     const void* knew = nullptr;              // optional new keys (batch, seqlen_new, nheads_k, d)

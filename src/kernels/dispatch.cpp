@@ -17,6 +17,7 @@
 #include "kernels/launch.h"
 #include "kernels/sm80/instances.h"
 #include "kernels/sm90/fwd_sm90.h"
+#include "kernels/sm90/kvcache_sm90.h"
 
 namespace flashattn::kernels {
 
@@ -281,26 +282,54 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm) {
     return plan;
 }
 
+namespace {
+
+// FLASHATTN_KVCACHE_PATH=sm80 keeps the kv-cache forward on the Ampere-class kernel on an H100; otherwise the Hopper
+// kernel takes what it handles there (sm90/kvcache_sm90.h).
+constexpr const char* kKvcachePathVariable = "FLASHATTN_KVCACHE_PATH";
+
+bool use_sm90_kvcache(const AttnParams& p) {
+    const char* choice = std::getenv(kKvcachePathVariable);
+    if (choice && std::strcmp(choice, "sm80") == 0) return false;
+    if (!sm90a_compiled()) return false;
+    const DeviceProps& device = current_device_props();
+    return device.cc_major == 9 && device.cc_minor == 0 && kvc_sm90_handles(p);
+}
+
+// The plan for the kernel that will run p: the split count depends on that kernel's occupancy. An empty plan where
+// no kernel is compiled (the run is refused).
+KvcPlan kvc_plan_for(const AttnParams& p) {
+    if (use_sm90_kvcache(p)) return make_kvc_plan(p, current_sm_count(), kvc_sm90_blocks_per_sm(p));
+    const Sm80Launchers l = sm80_launchers_or_none(p);
+    if (!l.kvc_blocks_per_sm) return KvcPlan{};
+    return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm(p));
+}
+
+void launch_kvc(const AttnParams& p, const KvcPlan& plan) {
+    if (use_sm90_kvcache(p))
+        launch_kvc_sm90(p, plan);
+    else
+        sm80_launchers(p, "kv-cache forward").kvc(p, plan);
+}
+
+}  // namespace
+
 size_t kvcache_workspace_bytes(const AttnParams& p) {
     if (p.batch == 0) return 0;
-    // The workspace depends on the split count, hence on the kernel's occupancy; a combination with no kernel
-    // needs none (its run is refused).
-    const Sm80Launchers l = sm80_launchers_or_none(p);
-    if (!l.kvc_blocks_per_sm) return 0;
-    return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm(p)).workspace_bytes;
+    return kvc_plan_for(p).workspace_bytes;
 }
 
 void run_kvcache(const AttnParams& p) {
     if (p.batch == 0 || (p.seqlen_q == 0 && p.seqlen_new == 0)) return;
     require_supported_device();
-    const Sm80Launchers launchers = sm80_launchers(p, "kv-cache forward");
-    const KvcPlan plan = make_kvc_plan(p, current_sm_count(), launchers.kvc_blocks_per_sm(p));
+    sm80_launchers(p, "kv-cache forward");  // refuses, naming what is not compiled
+    const KvcPlan plan = kvc_plan_for(p);
     if (p.workspace_bytes < plan.workspace_bytes || (plan.workspace_bytes > 0 && !p.workspace))
         throw Error(Status::invalid_argument, "workspace: the kv-cache forward needs " +
                                                   std::to_string(plan.workspace_bytes) +
                                                   " bytes (workspace_size()), got " + std::to_string(p.workspace_bytes));
     require_aligned_workspace(p);
-    launchers.kvc(p, plan);
+    launch_kvc(p, plan);
 }
 
 // ---- the forward with packed query heads -----------------------------------------------------------------------------
@@ -323,6 +352,7 @@ AttnParams as_kvcache_call(const AttnParams& p) {
     run.op = OpKind::kvcache;
     run.cache_seqlens = nullptr;
     run.cache_seqlen = p.seqlen_k;
+    run.batch_cache = p.batch;
     run.num_splits = 0;  // the heuristic's count
     return run;
 }
@@ -333,9 +363,7 @@ bool packed_forward_applies(const AttnParams& p) {
            sm80_launchers_or_none(p).kvc != nullptr;
 }
 
-KvcPlan packed_forward_plan(const AttnParams& run) {
-    return make_kvc_plan(run, current_sm_count(), sm80_launchers_or_none(run).kvc_blocks_per_sm(run));
-}
+KvcPlan packed_forward_plan(const AttnParams& run) { return kvc_plan_for(run); }
 
 size_t packed_forward_workspace_bytes(const AttnParams& p) { return packed_forward_plan(as_kvcache_call(p)).workspace_bytes; }
 
@@ -346,7 +374,7 @@ void run_packed_forward(const AttnParams& p) {
     if (p.workspace_bytes < packed_forward_plan(run).workspace_bytes || !p.workspace) run.num_splits = 1;
     require_aligned_workspace(run);
     const KvcPlan plan = packed_forward_plan(run);
-    sm80_launchers_or_none(run).kvc(run, plan);
+    launch_kvc(run, plan);
     g_packed_launches.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -2,25 +2,60 @@
 // query heads of a kv head in one tile, the keys split) against the fp32 CPU oracle by the rule of attention_case.h.
 // Cases: every head dim bucket and dtype, one to a few hundred packed rows, every mask, softcap, ALiBi, GQA / MQA /
 // MHA, q/k head dim above v's, rows that see no key, many splits, and no workspace (no split); each forced with
-// FLASHATTN_FORWARD_PACKED=1 and checked to have run packed. Then the default's choice on two shapes, the variable's
+// FLASHATTN_FORWARD_PACKED=1 and checked to have run packed, on the Hopper kv-cache kernel where it applies (head dims
+// up to 128 on an H100) and on the Ampere-class one. Then the default's choice on two shapes, the variable's
 // "0", and the packed forward captured into a CUDA graph.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
+
+#include "common/build_config.h"
 
 #include "kernels/attention_case.h"
 #include "kernels/gpu_test_util.h"
 #include "kernels/launch.h"
+#include "kernels/sm90/kvcache_sm90.h"
 #include "kernels/test_cases.h"
 
 namespace flashattn::testing {
 namespace {
 
+// Whether the Hopper kv-cache kernel can run here (compute capability 9.0, sm_90a compiled), and takes the case.
+bool hopper_kvcache_takes(const AttnCase& c) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    constexpr int64_t kHopperKvcMaxHeadDim = 128;  // sm90/kvcache_sm90.h
+    return major == 9 && minor == 0 && std::strstr(FLASHATTN_CUDA_ARCHS, "90a") != nullptr &&
+           std::max(c.head_dim, c.dv()) <= kHopperKvcMaxHeadDim;
+}
+
+// Each case packed on both kv-cache kernels: the default (the Hopper one where it runs and takes the case, checked
+// to have launched) and the Ampere-class one (FLASHATTN_KVCACHE_PATH=sm80).
 void check_packed(const AttnCase& c) {
     ScopedEnv packed("FLASHATTN_FORWARD_PACKED", "1");
-    const int64_t before = kernels::packed_forward_launches();
-    check_forward(c);
-    EXPECT_GT(kernels::packed_forward_launches(), before) << "the forward did not run packed";
+    {
+        SCOPED_TRACE("the default kv-cache kernel");
+        ScopedEnv path("FLASHATTN_KVCACHE_PATH", "");
+        const int64_t before = kernels::packed_forward_launches(), before_sm90 = kernels::kvc_sm90_launches();
+        check_forward(c);
+        EXPECT_GT(kernels::packed_forward_launches(), before) << "the forward did not run packed";
+        if (hopper_kvcache_takes(c))
+            EXPECT_GT(kernels::kvc_sm90_launches(), before_sm90) << "the Hopper kv-cache kernel did not run";
+    }
+    {
+        SCOPED_TRACE("FLASHATTN_KVCACHE_PATH=sm80");
+        ScopedEnv path("FLASHATTN_KVCACHE_PATH", "sm80");
+        const int64_t before_sm90 = kernels::kvc_sm90_launches();
+        check_forward(c);
+        EXPECT_EQ(kernels::kvc_sm90_launches(), before_sm90) << "the Hopper kv-cache kernel ran";
+    }
 }
 
 std::vector<AttnCase> packed_cases() {

@@ -70,6 +70,35 @@ inline bool programmatic_launch_supported() {
     return current_device_props().cc_major >= kHopperMajor;
 }
 
+// The steps around the attention kernel, shared with the Hopper one (sm90/kvcache_sm90.cu): the append (and rotation)
+// before it, and the split-KV combine after it as its programmatic dependent where the GPU allows (its launch overlaps
+// the attention kernel's tail).
+template <typename Elem>
+void launch_kvc_append(const AttnParams& p, const KvcPlan& plan, cudaStream_t stream) {
+    const int append_rows = p.seqlen_new > p.seqlen_q ? p.seqlen_new : p.seqlen_q;
+    if (p.seqlen_new > 0 || plan.q_rot) {
+        kvcache_append_kernel<Elem><<<dim3(append_rows, p.batch), kAppendThreads, 0, stream>>>(
+            p, static_cast<Elem*>(plan.q_rot));
+        check_cuda(cudaGetLastError(), "kv-cache append kernel launch");
+    }
+}
+template <typename Elem>
+void launch_kvc_combine(const AttnParams& p, const KvcPlan& plan, cudaStream_t stream) {
+    if (plan.num_splits <= 1) return;
+    const int64_t rows = int64_t(p.batch) * p.nheads * p.seqlen_q;
+    const int blocks = static_cast<int>((rows + kCombineWarps - 1) / kCombineWarps);
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(blocks));
+    config.blockDim = dim3(kCombineWarps * 32);
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = programmatic_launch_supported() ? 1 : 0;
+    check_cuda(cudaLaunchKernelEx(&config, kvcache_combine_kernel<Elem>, p, plan), "kv-cache combine kernel launch");
+}
+
 template <class T>
 void launch_kvc_shape(const AttnParams& p, const KvcPlan& plan) {
     using Elem = typename T::Elem;
@@ -83,34 +112,14 @@ void launch_kvc_shape(const AttnParams& p, const KvcPlan& plan) {
     // Everything that can fail before the append writes the cache: nothing is written on error.
     const auto kernel = prepared_kvcache_kernel<T>();
 
-    const int append_rows = p.seqlen_new > p.seqlen_q ? p.seqlen_new : p.seqlen_q;
-    if (p.seqlen_new > 0 || plan.q_rot) {
-        kvcache_append_kernel<Elem><<<dim3(append_rows, p.batch), kAppendThreads, 0, stream>>>(
-            p, static_cast<Elem*>(plan.q_rot));
-        check_cuda(cudaGetLastError(), "kv-cache append kernel launch");
-    }
+    launch_kvc_append<Elem>(p, plan, stream);
     if (p.seqlen_q == 0) return;
 
     const int packed_rows = p.seqlen_q * (p.nheads / p.nheads_k);
     const dim3 grid((packed_rows + T::kBlockM - 1) / T::kBlockM, p.batch * p.nheads_k, plan.num_splits);
     kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, plan);
     check_cuda(cudaGetLastError(), "kv-cache attention kernel launch");
-
-    if (plan.num_splits > 1) {
-        const int64_t rows = int64_t(p.batch) * p.nheads * p.seqlen_q;
-        const int blocks = static_cast<int>((rows + kCombineWarps - 1) / kCombineWarps);
-        // As a programmatic dependent where the GPU allows: its launch overlaps the attention kernel's tail.
-        cudaLaunchConfig_t config = {};
-        config.gridDim = dim3(static_cast<unsigned>(blocks));
-        config.blockDim = dim3(kCombineWarps * 32);
-        config.stream = stream;
-        cudaLaunchAttribute attribute[1];
-        attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attribute[0].val.programmaticStreamSerializationAllowed = 1;
-        config.attrs = attribute;
-        config.numAttrs = programmatic_launch_supported() ? 1 : 0;
-        check_cuda(cudaLaunchKernelEx(&config, kvcache_combine_kernel<Elem>, p, plan), "kv-cache combine kernel launch");
-    }
+    launch_kvc_combine<Elem>(p, plan, stream);
 }
 
 template <ElemType kElem, int kHeadDim>

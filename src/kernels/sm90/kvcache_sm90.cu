@@ -1,0 +1,136 @@
+// Launching the Hopper kv-cache kernel (kvcache_sm90_kernel.cuh): tensor maps over the cache, the grid of (packed row
+// blocks, batch x kv heads, splits), with the append before it and the combine after it as the Ampere-class kernel
+// has them (sm80/kvcache_launch.cuh). Instances: float16, bfloat16 x head dims 64, 128.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/elem_type.cuh"
+#include "kernels/sm80/kvcache_launch.cuh"
+#include "kernels/sm90/kvcache_sm90.h"
+#include "kernels/sm90/kvcache_sm90_kernel.cuh"
+#include "kernels/sm90/tensor_map.h"
+
+namespace flashattn::kernels {
+
+namespace {
+
+constexpr int kSmallBucket = 64, kLargeBucket = 128;
+constexpr int64_t kTmaStrideElems = 8;  // the copy engine's strides are multiples of 16 bytes
+constexpr uintptr_t kTmaBaseAlign = 16;
+
+std::atomic<int64_t> g_launches{0};
+
+// A size-1 dimension's stride is never stepped (the API may record it as 0); the encoder still wants a valid one.
+int64_t usable_stride(int64_t stride, int64_t extent, int64_t fallback) { return extent == 1 ? fallback : stride; }
+
+struct CacheGeometry {
+    uint64_t dims[4];     // head dim, rows (cache positions, or a page's), kv heads, entries (or blocks)
+    uint64_t strides[3];  // elements: row, head, entry
+};
+CacheGeometry cache_geometry(const AttnParams& p, int head_dim, int64_t row, int64_t head, int64_t entry) {
+    const int64_t rows = p.block_table ? p.page_size : p.seqlen_k;
+    const int64_t packed_row = (head_dim + kTmaStrideElems - 1) / kTmaStrideElems * kTmaStrideElems;
+    CacheGeometry g;
+    g.dims[0] = uint64_t(head_dim), g.dims[1] = uint64_t(rows), g.dims[2] = uint64_t(p.nheads_k);
+    g.dims[3] = uint64_t(p.batch_cache);
+    row = usable_stride(row, rows, packed_row);
+    head = usable_stride(head, p.nheads_k, row * rows);
+    entry = usable_stride(entry, p.batch_cache, head * p.nheads_k);
+    g.strides[0] = uint64_t(row), g.strides[1] = uint64_t(head), g.strides[2] = uint64_t(entry);
+    return g;
+}
+bool addressable(const void* base, const CacheGeometry& g) {
+    if (reinterpret_cast<uintptr_t>(base) % kTmaBaseAlign != 0) return false;
+    for (uint64_t s : g.strides)
+        if (s == 0 || s % kTmaStrideElems != 0) return false;
+    return true;
+}
+
+template <ElemType kElem, int kHeadDim>
+using Traits = KvcSm90Traits<ElemOf<kElem>, kHeadDim>;
+
+template <class T>
+auto prepared_kernel() {
+    const auto kernel = kvcache_sm90_kernel<T>;
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kvc_sm90_smem_bytes<T>()),
+               "cudaFuncSetAttribute(Hopper kv-cache shared memory)");
+    return kernel;
+}
+
+template <class T>
+int blocks_per_sm() {
+    static const int cached = [] {
+        int blocks = 0;
+        check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, prepared_kernel<T>(), T::kThreads,
+                                                                 kvc_sm90_smem_bytes<T>()),
+                   "cudaOccupancyMaxActiveBlocksPerMultiprocessor(Hopper kv-cache)");
+        return blocks > 0 ? blocks : 1;
+    }();
+    return cached;
+}
+
+template <class T>
+void launch(const AttnParams& p, const KvcPlan& plan) {
+    using Elem = typename T::Elem;
+    const auto stream = static_cast<cudaStream_t>(p.stream);
+    constexpr int kMaxGridY = 65535;  // CUDA's limit on gridDim.y
+    if (int64_t(p.batch) * p.nheads_k > kMaxGridY)
+        throw Error(Status::unsupported, "kvcache_forward: batch * nheads_k exceeds 65535");
+    // Everything that can fail before the append writes the cache: nothing is written on error.
+    const auto kernel = prepared_kernel<T>();
+    const uint32_t box_rows = p.block_table ? kPageBoxRows : T::kBlockN;
+    const CacheGeometry gk = cache_geometry(p, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    const CUtensorMap map_k = make_tensor_map_4d_sw128(p.k, p.dtype, gk.dims, gk.strides, T::kBoxCols, box_rows);
+    const CUtensorMap map_v = make_tensor_map_4d_sw128(p.v, p.dtype, gv.dims, gv.strides, T::kBoxCols, box_rows);
+
+    launch_kvc_append<Elem>(p, plan, stream);
+    if (p.seqlen_q == 0) return;
+    const int packed_rows = p.seqlen_q * (p.nheads / p.nheads_k);
+    const dim3 grid((packed_rows + T::kBlockM - 1) / T::kBlockM, p.batch * p.nheads_k, plan.num_splits);
+    kernel<<<grid, T::kThreads, kvc_sm90_smem_bytes<T>(), stream>>>(map_k, map_v, p, plan);
+    check_cuda(cudaGetLastError(), "Hopper kv-cache attention kernel launch");
+    g_launches.fetch_add(1, std::memory_order_relaxed);
+    launch_kvc_combine<Elem>(p, plan, stream);
+}
+
+int bucket_of(const AttnParams& p) {
+    const int d = p.head_dim > p.head_dim_v ? p.head_dim : p.head_dim_v;
+    return d <= kSmallBucket ? kSmallBucket : d <= kLargeBucket ? kLargeBucket : 0;
+}
+
+template <class F>
+auto with_traits(const AttnParams& p, F f) {
+    const bool bf16 = p.dtype == ElemType::bf16;
+    if (bucket_of(p) == kSmallBucket)
+        return bf16 ? f(Traits<ElemType::bf16, kSmallBucket>{}) : f(Traits<ElemType::f16, kSmallBucket>{});
+    return bf16 ? f(Traits<ElemType::bf16, kLargeBucket>{}) : f(Traits<ElemType::f16, kLargeBucket>{});
+}
+
+}  // namespace
+
+bool kvc_sm90_handles(const AttnParams& p) {
+    if (p.op != OpKind::kvcache) return false;
+    if (p.dtype != ElemType::f16 && p.dtype != ElemType::bf16) return false;
+    if (bucket_of(p) == 0 || p.head_dim % 8 != 0 || p.head_dim_v % 8 != 0) return false;
+    if (p.block_table && (p.cache_leftpad || p.page_size % kPageBoxRows != 0)) return false;
+    if (p.batch_cache <= 0 || p.nheads_k <= 0 || p.seqlen_k <= 0) return false;
+    const CacheGeometry gk = cache_geometry(p, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    return addressable(p.k, gk) && addressable(p.v, gv);
+}
+
+int kvc_sm90_blocks_per_sm(const AttnParams& p) {
+    return with_traits(p, [](auto t) { return blocks_per_sm<decltype(t)>(); });
+}
+
+void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {
+    with_traits(p, [&](auto t) { launch<decltype(t)>(p, plan); });
+}
+
+int64_t kvc_sm90_launches() { return g_launches.load(std::memory_order_relaxed); }
+
+}  // namespace flashattn::kernels

@@ -1,0 +1,26 @@
+// The Hopper kv-cache kernel's host side (sm90/kvcache_sm90.cu): which calls it takes, its occupancy (for the split
+// heuristic) and its launch (append, attention, combine).
+#pragma once
+
+#include <cstdint>
+
+#include "common/params.h"
+#include "kernels/sm80/kvcache_plan.h"
+
+namespace flashattn::kernels {
+
+// Whether the Hopper kv-cache kernel computes p: float16/bfloat16, head dims (q/k and v) up to 128; a dense cache, or
+// a paged one without cache_leftpad (its pieces start on 16-row boundaries of the pages); pointers and strides the
+// copy engine can address. The device (compute capability 9.0) and the build (sm_90a compiled) are the dispatch's
+// checks; FLASHATTN_KVCACHE_PATH=sm80 turns it off there.
+bool kvc_sm90_handles(const AttnParams& p);
+
+// Resident blocks an SM for p's instance (the split heuristic's slots).
+int kvc_sm90_blocks_per_sm(const AttnParams& p);
+
+void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan);
+
+// Launches so far in this process: lets a test tell which kv-cache kernel ran.
+int64_t kvc_sm90_launches();
+
+}  // namespace flashattn::kernels

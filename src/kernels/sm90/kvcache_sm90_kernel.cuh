@@ -1,0 +1,313 @@
+// The Hopper kv-cache attention kernel (sm_90a): few query rows against a long cache, with the cache's K and V tiles
+// brought by the copy engine (TMA).
+//
+// Why a second kv-cache kernel: decode reads every cached key and value once, so its speed is the memory system's.
+// The Ampere-class kernel (sm80/kvcache_kernel.cuh) copies tiles with 16-byte cp.async per thread and reads K/V at
+// 2.91-2.95 TB/s on an H100 where the Hopper forward's copy-engine tiles reach 3.00-3.10 on the same bytes
+// (bench/NOTES.md, "what the Hopper forward's loads say").
+//
+// One block: one warpgroup computing kBlockM = 64 packed query rows (the query heads that share kv head hk, as the
+// Ampere-class kernel packs them: packed row r is token r / group of query head hk * group + r % group) against one
+// split of the cache, and one producer warp whose lane 0 issues the copies. K and V tiles of kBlockN keys flow through
+// a ring of kStages stages: "full" mbarriers complete on the copies' bytes, "empty" ones on one arrival from each
+// consumer warp once its products have read the stage. Dense caches are read in whole tiles through a 4-D tensor map
+// (head dim, cache position, kv head, cache entry); paged ones in kPageBoxRows-row pieces, each at its page's block.
+// The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
+// registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
+// packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits each block writes its normalised
+// partial O and LSE in fp32 and sm80/kvcache_combine.cuh merges them, as for the Ampere-class kernel.
+#pragma once
+
+#include <cuda.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/mask.h"
+#include "common/numeric.h"
+#include "common/params.h"
+#include "kernels/common/ptx_sm90.cuh"
+#include "kernels/sm80/kvcache_common.cuh"
+#include "kernels/sm80/kvcache_plan.h"
+#include "kernels/sm80/warp_tiles.cuh"
+#include "kernels/sm90/fwd_kernel.cuh"
+
+namespace flashattn::kernels {
+
+constexpr int kPageBoxRows = 16;  // rows of a paged cache's pieces: every page size is a multiple of 16
+
+template <typename Elem_, int kHeadDim_>
+struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, 64> {
+    using Base = Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, 64>;
+    // Two stages of K and V (32 KB a stage at head dim 128) and two blocks an SM: 128 KB of copies in flight an SM.
+    static constexpr int kStages = 2;
+    static constexpr int kKStages = kStages, kVStages = kStages;
+    static constexpr int kConsumerThreads = 128;
+    static constexpr int kProducerWarp = kConsumerThreads / 32;
+    static constexpr int kThreads = kConsumerThreads + 32;
+    static constexpr int kMinBlocks = 2;  // per SM: caps registers at 65536 / (2 x 160)
+    static constexpr int kPiecesMax = Base::kBlockN / kPageBoxRows;
+    static_assert(Base::kBlockN % kPageBoxRows == 0 && kPiecesMax <= 32, "a paged tile is whole pieces, a lane each");
+};
+
+template <class T>
+struct KvcSm90Smem {
+    using Elem = typename T::Elem;
+    alignas(kSm90SmemAlign) Elem q[T::kBoxes][T::kQBoxElems];
+    alignas(kSm90SmemAlign) Elem k[T::kStages][T::kBoxes][T::kKvBoxElems];
+    alignas(kSm90SmemAlign) Elem v[T::kStages][T::kBoxesV][T::kKvBoxElems];
+    uint64_t k_full[T::kStages], v_full[T::kStages], k_empty[T::kStages], v_empty[T::kStages];
+};
+template <class T>
+constexpr int kvc_sm90_smem_bytes() {
+    return static_cast<int>(sizeof(KvcSm90Smem<T>)) + kSm90SmemAlign;  // room to align the dynamic base
+}
+
+// Producer lanes: the copies of one K or V tile (cache positions [pos0, pos0 + kBlockN)) into `boxes`, completing on
+// `full`. Dense: lane 0, one box a 64-column slice, at cache entry `where`. Paged (pieces > 0): lane j < pieces the
+// kPageBoxRows-row piece at pos0 + j * kPageBoxRows, from block `where` (its own lane's lookup); pieces past the
+// sequence are not copied (the masks and the V tail's zeros cover their rows).
+template <class T, int kBoxCount, typename Elem>
+__device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap* map, uint64_t* full, int lane,
+                                                 bool paged, int page_size, int pos0, int pieces, int hk, int where) {
+    if (!paged) {
+        if (lane == 0) {
+            ptx::mbarrier_arrive_expect_tx(full, kBoxCount * T::kKvBoxElems * 2);
+            for (int bx = 0; bx < kBoxCount; ++bx)
+                ptx::tma_load_4d(boxes + bx * T::kKvBoxElems, map, full, bx * T::kBoxCols, pos0, hk, where);
+        }
+        return;
+    }
+    constexpr uint32_t kPieceBytes = kPageBoxRows * T::kBoxCols * 2;
+    if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, pieces * kBoxCount * kPieceBytes);
+    __syncwarp();
+    if (lane < pieces) {
+        const int pos = pos0 + lane * kPageBoxRows;
+        for (int bx = 0; bx < kBoxCount; ++bx)
+            ptx::tma_load_4d(boxes + bx * T::kKvBoxElems + lane * kPageBoxRows * T::kBoxCols, map, full,
+                             bx * T::kBoxCols, pos % page_size, hk, where);
+    }
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
+    kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
+                        const AttnParams p, const KvcPlan plan) {
+#if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
+    __trap();  // sm_90a code only; the dispatch launches it on compute capability 9.0 alone
+#else
+    using Elem = typename T::Elem;
+    extern __shared__ unsigned char smem_raw[];
+    auto& s = *reinterpret_cast<KvcSm90Smem<T>*>((reinterpret_cast<uintptr_t>(smem_raw) + kSm90SmemAlign - 1) /
+                                                 kSm90SmemAlign * kSm90SmemAlign);
+    // With splits, the combine (a programmatic dependent) may have its blocks launched now.
+    if (plan.num_splits > 1) ptx::allow_dependent_launch();
+    const int m_block = blockIdx.x, split = blockIdx.z;
+    const int b = blockIdx.y / p.nheads_k, hk = blockIdx.y % p.nheads_k;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int heads_per_kv = p.nheads / p.nheads_k;
+    const int packed_rows = p.seqlen_q * heads_per_kv;
+    const int m0 = m_block * T::kBlockM;
+    const int rows = min(T::kBlockM, packed_rows - m0);
+    const CacheSeq seq = cache_seq(p, b);
+    auto token_of = [&](int packed) { return packed / heads_per_kv; };
+    auto head_of = [&](int packed) { return hk * heads_per_kv + packed % heads_per_kv; };
+
+    // The key tiles this split covers (key column j is cache position leftpad + j).
+    const int token_first = token_of(m0), token_last = token_of(m0 + rows - 1);
+    const KeyRange first = visible_keys(token_first, p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+    const KeyRange last = visible_keys(token_last, p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+    const int all_begin = static_cast<int>(first.begin / T::kBlockN);
+    const int all_end = last.end > first.begin ? static_cast<int>((last.end + T::kBlockN - 1) / T::kBlockN) : all_begin;
+    const int per_split = (all_end - all_begin + plan.num_splits - 1) / plan.num_splits;
+    const int tile_begin = min(all_end, all_begin + split * per_split);
+    const int tile_end = min(all_end, tile_begin + per_split);
+    const int tiles = tile_end - tile_begin;
+
+    if (tid == 0) {
+        for (int st = 0; st < T::kStages; ++st) {
+            ptx::mbarrier_init(&s.k_full[st], 1);
+            ptx::mbarrier_init(&s.v_full[st], 1);
+            ptx::mbarrier_init(&s.k_empty[st], T::kConsumerThreads / 32);
+            ptx::mbarrier_init(&s.v_empty[st], T::kConsumerThreads / 32);
+        }
+        ptx::fence_mbarrier_init();
+    }
+    __syncthreads();  // the last block-wide barrier: the producer warp leaves the consumers after its loop
+
+    // ---- producer warp ----------------------------------------------------------------------------------------------
+    if (warp == T::kProducerWarp) {
+        const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
+        const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
+        for (int i = 0; i < tiles; ++i) {
+            const int st = i % T::kStages;
+            const int n0 = (tile_begin + i) * T::kBlockN;
+            const int pos0 = seq.leftpad + n0;
+            // Paged: this lane's piece, and the block its page maps to (pieces past the sequence are skipped).
+            int where = entry, pieces = 0;
+            if (table_row) {
+                pieces = (min(T::kBlockN, seq.seqlen_k - n0) + kPageBoxRows - 1) / kPageBoxRows;
+                where = lane < pieces ? table_row[(pos0 + lane * kPageBoxRows) / p.page_size] : 0;
+            }
+            if (i >= T::kStages) ptx::mbarrier_wait(&s.k_empty[st], (i / T::kStages - 1) % 2);
+            issue_cache_tile<T, T::kBoxes>(s.k[st][0], &map_k, &s.k_full[st], lane, table_row != nullptr,
+                                           p.page_size, pos0, pieces, hk, where);
+            if (i >= T::kStages) ptx::mbarrier_wait(&s.v_empty[st], (i / T::kStages - 1) % 2);
+            issue_cache_tile<T, T::kBoxesV>(s.v[st][0], &map_v, &s.v_full[st], lane, table_row != nullptr,
+                                            p.page_size, pos0, pieces, hk, where);
+        }
+        return;
+    }
+
+    // ---- consumers: Q's packed rows, gathered into the 128-byte swizzle (row r of a box: 16-byte chunk c at
+    // position c ^ (r % 8)); rows past the block's are zeros ---------------------------------------------------------
+    const Elem* q = plan.q_rot ? static_cast<const Elem*>(plan.q_rot) : static_cast<const Elem*>(p.q);
+    const int64_t q_row_stride = plan.q_rot ? int64_t(p.nheads) * p.head_dim : p.q_row_stride;
+    const int64_t q_head_stride = plan.q_rot ? p.head_dim : p.q_head_stride;
+    const int64_t q_batch_stride = plan.q_rot ? int64_t(p.seqlen_q) * q_row_stride : p.q_batch_stride;
+    {
+        constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunks = T::kBlockM * T::kBoxes * kChunksPerBoxRow;
+        for (int i = tid; i < kChunks; i += T::kConsumerThreads) {
+            const int r = i / (T::kBoxes * kChunksPerBoxRow), bx = (i / kChunksPerBoxRow) % T::kBoxes;
+            const int c = i % kChunksPerBoxRow, col = bx * T::kBoxCols + c * 8;
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (r < rows && col < p.head_dim) {
+                const int packed = m0 + r;
+                v = *reinterpret_cast<const uint4*>(q + b * q_batch_stride + token_of(packed) * q_row_stride +
+                                                    head_of(packed) * q_head_stride + col);
+            }
+            ptx::st_shared_16(ptx::smem_addr(s.q[bx]) + r * T::kRowBytes + ((c ^ (r % kChunksPerBoxRow)) * 16), v);
+        }
+        ptx::fence_proxy_async_shared();  // wgmma reads Q through the async proxy
+        ptx::named_barrier_sync<1>(T::kConsumerThreads);
+    }
+
+    // Each thread's two rows (group and group + 8 of its warp's 16): token, visible keys, ALiBi slope.
+    const int group = lane / 4, tig = lane % 4;
+    int row_token[2];
+    KeyRange row_keys[2];
+    float row_slope[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int packed = m0 + warp * 16 + group + 8 * half;
+        row_token[half] = token_of(packed);
+        row_keys[half] = visible_keys(row_token[half], p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+        row_slope[half] = p.alibi_slopes && packed < packed_rows
+                              ? p.alibi_slopes[b * p.alibi_batch_stride + head_of(packed)]
+                              : 0.f;
+    }
+
+    float acc_o[T::kMTiles][T::kDTiles][4];
+    float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
+    start_rows<T>(acc_o, row_max, row_sum);
+    auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
+    const bool transform = p.softcap > 0.f || p.alibi_slopes != nullptr;
+    const float exp2_mult = transform ? kLog2e : p.scale_log2;
+    const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
+    const uint32_t q_smem = ptx::smem_addr(s.q[0]);  // one warpgroup: its 64 rows are the tile
+    const bool warp_leader = lane == 0;
+
+    for (int i = 0; i < tiles; ++i) {
+        const int st = i % T::kStages;
+        const uint32_t phase = (i / T::kStages) % 2;
+        const int n0 = (tile_begin + i) * T::kBlockN;
+
+        float acc_s[T::kMTiles][T::kNTiles][4];
+        ptx::mbarrier_wait(&s.k_full[st], phase);
+        issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[st][0]));
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
+        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[st]);
+
+        // Score modifiers, then the masks on tiles some row does not wholly see: element j of acc_s[0][nt] is row half
+        // j / 2, key column n0 + nt * 8 + 2 * tig + j % 2.
+        if (transform) {
+#pragma unroll
+            for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    float x = acc_s[0][nt][j];
+                    x = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(x * softcap_in) : x * p.scale;
+                    const int col = n0 + nt * 8 + 2 * tig + j % 2;
+                    acc_s[0][nt][j] = x + alibi_bias(row_slope[j / 2], row_token[j / 2], col, p.seqlen_q, seq.seqlen_k);
+                }
+        }
+        if (!(last.begin <= n0 && first.end >= n0 + T::kBlockN)) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half)
+#pragma unroll
+                for (int nt = 0; nt < T::kNTiles; ++nt)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        const int col = n0 + nt * 8 + 2 * tig + j;
+                        if (col < row_keys[half].begin || col >= row_keys[half].end) acc_s[0][nt][2 * half + j] = -INFINITY;
+                    }
+        }
+        online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
+        uint32_t a_frag[T::kPvSteps][4];
+        pack_p<T>(a_frag, acc_s);
+
+        ptx::mbarrier_wait(&s.v_full[st], phase);
+        // V rows past the sequence hold another sequence's (or never written) values, or were not copied at all: P is
+        // 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
+        const int tail = seq.seqlen_k - n0;
+        if (tail < T::kBlockN) {
+            constexpr int kChunksPerBoxRow = T::kRowBytes / 16;
+            const int chunks_per_box = (T::kBlockN - tail) * kChunksPerBoxRow;
+            const uint32_t base = ptx::smem_addr(s.v[st][0]);
+            for (int c = tid; c < T::kBoxesV * chunks_per_box; c += T::kConsumerThreads) {
+                const int bx = c / chunks_per_box, rest = c % chunks_per_box;
+                ptx::st_shared_16(base + (bx * T::kBlockN + tail) * T::kRowBytes + rest * 16, make_uint4(0, 0, 0, 0));
+            }
+            ptx::fence_proxy_async_shared();
+            ptx::named_barrier_sync<1>(T::kConsumerThreads);
+        }
+        issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[st][0]));
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(o_flat);
+        if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[st]);
+    }
+
+    // ---- epilogue: the rows' normalised O and LSE, to the output or (splits) to the workspace -----------------------
+    const bool partial = plan.num_splits > 1;
+    const float max_to_natural = exp2_mult * kLn2;
+    Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int local = warp * 16 + group + 8 * half;
+        if (local >= rows) continue;
+        const int packed = m0 + local;
+        const float sum = ptx::quad_sum(row_sum[0][half]);
+        const bool empty = !(sum > 0.f);  // saw no key
+        const float inv = empty ? 0.f : 1.f / sum;
+        const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[0][half] * max_to_natural + logf(sum);
+        if (partial) {
+            // A split that saw no key leaves O = 0 and LSE = -inf: the combine gives it weight 0.
+            const int64_t row_index =
+                ((int64_t(split) * p.batch + b) * p.nheads + head_of(packed)) * p.seqlen_q + token_of(packed);
+            float* o = plan.o_accum + row_index * p.head_dim_v;
+#pragma unroll
+            for (int dt = 0; dt < T::kDTiles; ++dt) {
+                const int col = dt * 8 + 2 * tig;
+                if (col < p.head_dim_v)
+                    *reinterpret_cast<float2*>(o + col) =
+                        make_float2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv);
+            }
+            if (tig == 0) plan.lse_accum[row_index] = lse;
+        } else {
+            Elem* o = out + token_of(packed) * p.out_row_stride + head_of(packed) * p.out_head_stride;
+#pragma unroll
+            for (int dt = 0; dt < T::kDTiles; ++dt) {
+                const int col = dt * 8 + 2 * tig;
+                if (col < p.head_dim_v)
+                    *reinterpret_cast<uint32_t*>(o + col) =
+                        ptx::pack2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv, Elem());
+            }
+            if (p.softmax_lse && tig == 0)
+                p.softmax_lse[b * p.lse_batch_stride + head_of(packed) * p.lse_head_stride + token_of(packed)] = lse;
+        }
+    }
+#endif
+}
+
+}  // namespace flashattn::kernels
