@@ -381,30 +381,45 @@ void run_packed_forward(const AttnParams& p) {
 }  // namespace
 
 // The rule, from bench/bench_short_q.py on an H100 (head dim 128, 32 query heads on 8 or 32 kv heads, batch 1-32,
-// 1k-16k keys; bench/results/2026-11-24_h100_session10.md). Packed against tiled: 1.4-4.6x with 4 query heads a kv
-// head while they fit one tile (16 query rows); 1.04-1.8x where the tiled grid is smaller than the GPU and each query
-// row has many keys; 0.4-0.95x elsewhere (many query rows, or a full grid, over which the tiled forward's copy-engine
-// loads stream K/V faster than the kv-cache kernel's).
-constexpr int64_t kPackedMinKeys = 256;        // fewer keys: nothing to stream, nothing worth splitting
-constexpr int64_t kPackedMaxRows = 64;         // GQA: packed rows (query rows x query heads a kv head) of one tile
-constexpr int64_t kPackedMaxSeqlenQ = 128;     // beyond, the tiled forward's tensor-core tiles win
-constexpr int64_t kPackedMinKeysPerRow = 16;   // keys per query row below which the same holds
-constexpr int64_t kTiledBlockM = 128;          // the tiled forward's query rows a block (head dim 128)
-constexpr int64_t kPackedGridBlocks = 132;     // a tiled grid below this (an H100's SMs) leaves SMs idle
+// 1k-16k keys; bench/results/2026-11-24_h100_session10.md). Packed against tiled, with the Ampere-class kv-cache
+// kernel: 1.4-4.6x with 4 query heads a kv head while they fit one tile (16 query rows); 1.04-1.8x where the tiled
+// grid is smaller than the GPU and each query row has many keys; 0.4-0.95x elsewhere (many query rows, or a full
+// grid, over which the tiled forward's copy-engine loads stream K/V faster than that kernel's). With the Hopper
+// kv-cache kernel (its products by wgmma, its loads by the copy engine), GQA packs up to 256 rows (64 query rows of 4
+// heads: 1.3-2.0x at 4k keys, where 1024 rows read 0.75x).
+constexpr int64_t kPackedMinKeys = 256;         // fewer keys: nothing to stream, nothing worth splitting
+constexpr int64_t kPackedMaxRows = 64;          // GQA: packed rows (query rows x query heads a kv head) of one tile
+constexpr int64_t kPackedMaxRowsHopper = 256;   // the same where the Hopper kv-cache kernel runs the packed forward
+constexpr int64_t kPackedMaxSeqlenQ = 128;      // beyond, the tiled forward's tensor-core tiles win
+constexpr int64_t kPackedMinKeysPerRow = 16;    // keys per query row below which the same holds
+constexpr int64_t kTiledBlockM = 128;           // the tiled forward's query rows a block (head dim 128)
+constexpr int64_t kPackedGridBlocks = 132;      // a tiled grid below this (an H100's SMs) leaves SMs idle
 
 bool use_packed_forward(const AttnParams& p) {
     if (!packed_forward_applies(p)) return false;
     const char* choice = std::getenv(kPackedVariable);
     if (choice && std::strcmp(choice, "0") == 0) return false;
     if (choice && std::strcmp(choice, "1") == 0) return true;
-    return packed_forward_pays(p.batch, p.seqlen_q, p.seqlen_k, p.nheads, p.nheads_k);
+    // Whether the Hopper kv-cache kernel would run it: asked only where the answer matters (GQA rows between the two
+    // limits), and "no" where the device cannot be asked (a machine without a GPU sizing a workspace).
+    auto hopper = [&] {
+        try {
+            return use_sm90_kvcache(as_kvcache_call(p));
+        } catch (const Error&) {
+            return false;
+        }
+    };
+    const int64_t rows = int64_t(p.seqlen_q) * (p.nheads / std::max(p.nheads_k, 1));
+    const bool ask = p.nheads > p.nheads_k && rows > kPackedMaxRows && rows <= kPackedMaxRowsHopper;
+    return packed_forward_pays(p.batch, p.seqlen_q, p.seqlen_k, p.nheads, p.nheads_k, ask && hopper());
 }
 
-bool packed_forward_pays(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int nheads, int nheads_k) {
+bool packed_forward_pays(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int nheads, int nheads_k,
+                         bool hopper_kvcache) {
     if (seqlen_k < kPackedMinKeys) return false;
     const int64_t group = nheads / std::max(nheads_k, 1);
     // GQA: each key is read once for all the query heads of its kv head instead of once for each.
-    if (group > 1 && seqlen_q * group <= kPackedMaxRows) return true;
+    if (group > 1 && seqlen_q * group <= (hopper_kvcache ? kPackedMaxRowsHopper : kPackedMaxRows)) return true;
     // Else only where the tiled forward would leave SMs idle (the split keys fill them) and its tiles would have
     // little to do.
     const int64_t tiled_blocks = batch * nheads * ((seqlen_q + kTiledBlockM - 1) / kTiledBlockM);
@@ -423,8 +438,12 @@ std::string compiled_kernels_summary() {
         os << "; Hopper (wgmma, TMA) forward: float16, bfloat16 x head dims up to 256 (q/k and v equal, or q/k up "
               "to 192 with v up to 128), the default on compute capability 9.0 (FLASHATTN_FORWARD_PATH=sm80 turns it "
               "off); dropout and return_attn_probs run on the Ampere-class forward, as does the backward";
-    os << "; forwards with few query rows (up to 16 with 4 query heads a kv head, or a grid smaller than the GPU) run "
-          "packed on the kv-cache kernel, keys split (FLASHATTN_FORWARD_PACKED=0 turns it off)";
+    if (sm90a_compiled())
+        os << "; Hopper kv-cache forward (copy-engine K/V tiles): float16, bfloat16 x head dims up to 128, dense caches "
+              "and paged ones without cache_leftpad, the default on compute capability 9.0 (FLASHATTN_KVCACHE_PATH=sm80 "
+              "turns it off)";
+    os << "; forwards with few query rows (with GQA up to 64 packed rows, 256 on the Hopper kv-cache kernel; or a grid "
+          "smaller than the GPU) run packed on the kv-cache kernel, keys split (FLASHATTN_FORWARD_PACKED=0 turns it off)";
     return os.str();
 }
 

@@ -30,9 +30,12 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t slots);
 
 // Whether a forward runs its query heads packed per kv head, keys split, on the kv-cache kernel (dispatch.cpp says
 // why): where it applies (no varlen, dropout or attn_probs), FLASHATTN_FORWARD_PACKED=0 / 1, else the sizes'
-// packed_forward_pays. Sizes only: no GPU is asked. The count of packed forwards so far (tests tell by it which ran).
+// packed_forward_pays. Sizes only, but for GQA rows the Hopper kv-cache kernel alone packs, where the device is asked
+// (and taken for one without it when it cannot be). The count of packed forwards so far (tests tell by it which ran).
 bool use_packed_forward(const AttnParams& p);
-bool packed_forward_pays(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int nheads, int nheads_k);
+// hopper_kvcache: the Hopper kv-cache kernel would run it (GQA then packs more rows).
+bool packed_forward_pays(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int nheads, int nheads_k,
+                         bool hopper_kvcache = false);
 int64_t packed_forward_launches();
 
 void run_merge(const AttnParams& p);  // merge.cu

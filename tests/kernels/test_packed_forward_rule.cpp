@@ -36,6 +36,14 @@ TEST(PackedForwardRule, ManyQueryRowsNeedManyKeysEach) {
     EXPECT_FALSE(packed_forward_pays(1, 256, 16384, kHeads, 8));
 }
 
+TEST(PackedForwardRule, TheHopperKvCacheKernelPacksMoreGqaRows) {
+    // 64 query rows of 4 heads (256 packed rows) at batch 8 and 32, 4k keys: 1.34 / 1.37x on the Hopper kv-cache
+    // kernel, 0.78 / 0.76x on the Ampere-class one; 256 query rows (1024 packed) 0.75-0.76x even there.
+    EXPECT_TRUE(packed_forward_pays(8, 64, 4096, kHeads, 8, /*hopper_kvcache=*/true));
+    EXPECT_FALSE(packed_forward_pays(8, 64, 4096, kHeads, 8, /*hopper_kvcache=*/false));
+    EXPECT_FALSE(packed_forward_pays(32, 256, 4096, kHeads, 8, /*hopper_kvcache=*/true));
+}
+
 TEST(PackedForwardRule, FewKeysNeverPack) {
     EXPECT_FALSE(packed_forward_pays(1, 1, 255, kHeads, 8));
     EXPECT_FALSE(packed_forward_pays(2, 5, 7, 4, 4));
