@@ -81,7 +81,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
         throw Error(Status::unsupported, "kvcache_forward: batch * nheads_k exceeds 65535");
     // Everything that can fail before the append writes the cache: nothing is written on error.
     const auto kernel = prepared_kernel<T>();
-    const uint32_t box_rows = p.block_table ? kPageBoxRows : T::kBlockN;
+    const uint32_t box_rows = p.block_table ? kvc_piece_rows(p.page_size, T::kBlockN) : T::kBlockN;
     const CacheGeometry gk = cache_geometry(p, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
     const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
     const CUtensorMap map_k = make_tensor_map_4d_sw128(p.k, p.dtype, gk.dims, gk.strides, T::kBoxCols, box_rows);

@@ -11,7 +11,8 @@
 // split of the cache, and one producer warp whose lane 0 issues the copies. K and V tiles of kBlockN keys flow through
 // a ring of kStages stages: "full" mbarriers complete on the copies' bytes, "empty" ones on one arrival from each
 // consumer warp once its products have read the stage. Dense caches are read in whole tiles through a 4-D tensor map
-// (head dim, cache position, kv head, cache entry); paged ones in kPageBoxRows-row pieces, each at its page's block.
+// (head dim, cache position, kv head, cache entry); paged ones in pieces (whole tiles where the page size is a multiple
+// of the tile, else 16 rows), each at its page's block.
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
 // packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits each block writes its normalised
@@ -35,6 +36,11 @@
 namespace flashattn::kernels {
 
 constexpr int kPageBoxRows = 16;  // rows of a paged cache's pieces: every page size is a multiple of 16
+// A paged cache's pieces: whole tiles where pages are whole tiles (a tile, kBlockN-aligned without leftpad, then lies in
+// one page: one lookup and one box a slice instead of four), else kPageBoxRows rows.
+__host__ __device__ constexpr int kvc_piece_rows(int page_size, int block_n) {
+    return page_size % block_n == 0 ? block_n : kPageBoxRows;
+}
 
 template <typename Elem_, int kHeadDim_>
 struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, 64> {
@@ -65,11 +71,12 @@ constexpr int kvc_sm90_smem_bytes() {
 
 // Producer lanes: the copies of one K or V tile (cache positions [pos0, pos0 + kBlockN)) into `boxes`, completing on
 // `full`. Dense: lane 0, one box a 64-column slice, at cache entry `where`. Paged (pieces > 0): lane j < pieces the
-// kPageBoxRows-row piece at pos0 + j * kPageBoxRows, from block `where` (its own lane's lookup); pieces past the
-// sequence are not copied (the masks and the V tail's zeros cover their rows).
+// piece_rows-row piece at pos0 + j * piece_rows, from block `where` (its own lane's lookup); pieces past the sequence
+// are not copied (the masks and the V tail's zeros cover their rows).
 template <class T, int kBoxCount, typename Elem>
 __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap* map, uint64_t* full, int lane,
-                                                 bool paged, int page_size, int pos0, int pieces, int hk, int where) {
+                                                 bool paged, int page_size, int piece_rows, int pos0, int pieces,
+                                                 int hk, int where) {
     if (!paged) {
         if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx(full, kBoxCount * T::kKvBoxElems * 2);
@@ -78,13 +85,12 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
         }
         return;
     }
-    constexpr uint32_t kPieceBytes = kPageBoxRows * T::kBoxCols * 2;
-    if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, pieces * kBoxCount * kPieceBytes);
+    if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, pieces * kBoxCount * piece_rows * T::kBoxCols * 2);
     __syncwarp();
     if (lane < pieces) {
-        const int pos = pos0 + lane * kPageBoxRows;
+        const int pos = pos0 + lane * piece_rows;
         for (int bx = 0; bx < kBoxCount; ++bx)
-            ptx::tma_load_4d(boxes + bx * T::kKvBoxElems + lane * kPageBoxRows * T::kBoxCols, map, full,
+            ptx::tma_load_4d(boxes + bx * T::kKvBoxElems + lane * piece_rows * T::kBoxCols, map, full,
                              bx * T::kBoxCols, pos % page_size, hk, where);
     }
 }
@@ -139,6 +145,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     if (warp == T::kProducerWarp) {
         const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
         const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
+        const int piece_rows = table_row ? kvc_piece_rows(p.page_size, T::kBlockN) : T::kBlockN;
         for (int i = 0; i < tiles; ++i) {
             const int st = i % T::kStages;
             const int n0 = (tile_begin + i) * T::kBlockN;
@@ -146,15 +153,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             // Paged: this lane's piece, and the block its page maps to (pieces past the sequence are skipped).
             int where = entry, pieces = 0;
             if (table_row) {
-                pieces = (min(T::kBlockN, seq.seqlen_k - n0) + kPageBoxRows - 1) / kPageBoxRows;
-                where = lane < pieces ? table_row[(pos0 + lane * kPageBoxRows) / p.page_size] : 0;
+                pieces = (min(T::kBlockN, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
+                where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
             }
             if (i >= T::kStages) ptx::mbarrier_wait(&s.k_empty[st], (i / T::kStages - 1) % 2);
             issue_cache_tile<T, T::kBoxes>(s.k[st][0], &map_k, &s.k_full[st], lane, table_row != nullptr,
-                                           p.page_size, pos0, pieces, hk, where);
+                                           p.page_size, piece_rows, pos0, pieces, hk, where);
             if (i >= T::kStages) ptx::mbarrier_wait(&s.v_empty[st], (i / T::kStages - 1) % 2);
             issue_cache_tile<T, T::kBoxesV>(s.v[st][0], &map_v, &s.v_full[st], lane, table_row != nullptr,
-                                            p.page_size, pos0, pieces, hk, where);
+                                            p.page_size, piece_rows, pos0, pieces, hk, where);
         }
         return;
     }
