@@ -363,17 +363,18 @@ bool packed_forward_applies(const AttnParams& p) {
            sm80_launchers_or_none(p).kvc != nullptr;
 }
 
-KvcPlan packed_forward_plan(const AttnParams& run) { return kvc_plan_for(run); }
-
-size_t packed_forward_workspace_bytes(const AttnParams& p) { return packed_forward_plan(as_kvcache_call(p)).workspace_bytes; }
+size_t packed_forward_workspace_bytes(const AttnParams& p) { return kvc_plan_for(as_kvcache_call(p)).workspace_bytes; }
 
 void run_packed_forward(const AttnParams& p) {
     AttnParams run = as_kvcache_call(p);
+    KvcPlan plan = kvc_plan_for(run);
     // workspace_size() asks for the splits' partial results; a caller who passes no (or too little) workspace gets
     // the same result without splitting the keys.
-    if (p.workspace_bytes < packed_forward_plan(run).workspace_bytes || !p.workspace) run.num_splits = 1;
+    if (p.workspace_bytes < plan.workspace_bytes || (plan.workspace_bytes > 0 && !p.workspace)) {
+        run.num_splits = 1;
+        plan = kvc_plan_for(run);
+    }
     require_aligned_workspace(run);
-    const KvcPlan plan = packed_forward_plan(run);
     launch_kvc(run, plan);
     g_packed_launches.fetch_add(1, std::memory_order_relaxed);
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "common/mask.h"
 #include "common/params.h"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/tile_io.cuh"
@@ -140,6 +141,71 @@ struct KeyTileRows {
         }
     }
 };
+
+// The key tiles [begin, end) of split `split` out of `num_splits` over the tiles [first, last).
+struct TileRange {
+    int begin, end;
+};
+__device__ __forceinline__ TileRange split_tiles(int first, int last, int split, int num_splits) {
+    const int per_split = (last - first + num_splits - 1) / num_splits;
+    const int begin = min(last, first + split * per_split);
+    return TileRange{begin, min(last, begin + per_split)};
+}
+
+// What a thread needs of each of its two rows of an m16 tile (packed rows `packed0` and packed0 + 8) for the score
+// modifiers and masks: query token, visible keys, ALiBi slope.
+struct KvcRowPair {
+    int token[2];
+    KeyRange keys[2];
+    float slope[2];
+};
+// Packed row r of (sequence b, kv head hk) is token r / heads_per_kv of query head hk * heads_per_kv + r % heads_per_kv;
+// rows past packed_rows (padding) get no slope.
+__device__ __forceinline__ KvcRowPair kvc_row_pair(const AttnParams& p, int b, int hk, int heads_per_kv, int packed_rows,
+                                                  int packed0, int seqlen_k) {
+    KvcRowPair r;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int packed = packed0 + 8 * half;
+        r.token[half] = packed / heads_per_kv;
+        r.keys[half] = visible_keys(r.token[half], p.seqlen_q, seqlen_k, p.window_left, p.window_right);
+        r.slope[half] = p.alibi_slopes && packed < packed_rows
+                            ? p.alibi_slopes[b * p.alibi_batch_stride + hk * heads_per_kv + packed % heads_per_kv]
+                            : 0.f;
+    }
+    return r;
+}
+
+// One m16 x (kNTiles x 8) score tile in the mma C layout (element i of s[nt]: row half i / 2, key column col0 + nt * 8
+// + 2 * tig + i % 2): the score modifiers (softcap, or the scale, then ALiBi) where `transform`, then the masks where
+// `masked` (the tile crosses some row's visible range).
+template <int kNTiles>
+__device__ __forceinline__ void kvc_prepare_scores(float (&s)[kNTiles][4], const AttnParams& p, const KvcRowPair& rows,
+                                                   int col0, int tig, int seqlen_k, bool transform, bool masked,
+                                                   float softcap_in) {
+    if (transform) {
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                float x = s[nt][i];
+                x = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(x * softcap_in) : x * p.scale;
+                const int col = col0 + nt * 8 + 2 * tig + i % 2;
+                s[nt][i] = x + alibi_bias(rows.slope[i / 2], rows.token[i / 2], col, p.seqlen_q, seqlen_k);
+            }
+    }
+    if (masked) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const int col = col0 + nt * 8 + 2 * tig + j;
+                    if (col < rows.keys[half].begin || col >= rows.keys[half].end) s[nt][2 * half + j] = -INFINITY;
+                }
+    }
+}
 
 // Query rows rotate at length + i when the mask is causal or windowed, else all at length (FlashAttention's rule).
 __device__ __forceinline__ bool rotate_queries_per_row(const AttnParams& p) {

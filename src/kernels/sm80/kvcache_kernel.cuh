@@ -110,16 +110,6 @@ __device__ __forceinline__ void merge_key_slices(const float (&acc_o)[1][T::kDTi
     emit(r, c0, out, empty, lse_natural);
 }
 
-// The key tiles [begin, end) of split `split` out of `num_splits` over the tiles [first, last).
-struct TileRange {
-    int begin, end;
-};
-__device__ __forceinline__ TileRange split_tiles(int first, int last, int split, int num_splits) {
-    const int per_split = (last - first + num_splits - 1) / num_splits;
-    const int begin = min(last, first + split * per_split);
-    return TileRange{begin, min(last, begin + per_split)};
-}
-
 // No minimum of resident blocks is asked for: capping registers at 168 for three blocks per SM spilled 240 bytes at
 // hd128 and halved the decode bandwidth on an H100 (bench/NOTES.md); at ~250 registers two blocks fit.
 template <class T>
@@ -174,21 +164,10 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
     // Each thread's rows: token, head, visible keys and ALiBi slope, fixed for the whole block.
     const int warp_row0 = T::kWarpsSplitKeys ? 0 : warp * T::kRowsPerWarp;
     const int warp_key0 = T::kWarpsSplitKeys ? warp * T::kWarpKeys : 0;  // this warp's first key of each tile
-    int row_token[T::kMTiles][2];
-    KeyRange row_keys[T::kMTiles][2];
-    float row_slope[T::kMTiles][2];
+    KvcRowPair row_pairs[T::kMTiles];
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int packed = m0 + warp_row0 + mt * 16 + group + 8 * half;
-            row_token[mt][half] = token_of(packed);
-            row_keys[mt][half] = visible_keys(row_token[mt][half], p.seqlen_q, seq.seqlen_k, p.window_left,
-                                              p.window_right);
-            row_slope[mt][half] = p.alibi_slopes && packed < packed_rows
-                                      ? p.alibi_slopes[b * p.alibi_batch_stride + head_of(packed)]
-                                      : 0.f;
-        }
+        row_pairs[mt] = kvc_row_pair(p, b, hk, heads_per_kv, packed_rows, m0 + warp_row0 + mt * 16 + group, seq.seqlen_k);
 
     float acc_o[T::kMTiles][T::kDTiles][4];
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
@@ -235,36 +214,12 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
                                                (lane / 16) * 8));
         });
 
-        // ---- score modifiers and masks: element i of acc_s[mt][nt] is row half i / 2, key n0 + nt*8 + 2*tig + i%2
-        if (transform_scores) {
-#pragma unroll
-            for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < T::kNTiles; ++nt)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        float s = acc_s[mt][nt][i];
-                        s = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(s * softcap_in) : s * p.scale;
-                        const int col = n0 + warp_key0 + nt * 8 + 2 * tig + i % 2;
-                        acc_s[mt][nt][i] = s + alibi_bias(row_slope[mt][i / 2], row_token[mt][i / 2], col,
-                                                          p.seqlen_q, seq.seqlen_k);
-                    }
-        }
+        // ---- score modifiers and masks (on tiles some row does not wholly see) ------------------------------------
         const bool tile_needs_mask = !(last.begin <= n0 && first.end >= n0 + T::kBlockN);
-        if (tile_needs_mask) {
 #pragma unroll
-            for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-                for (int half = 0; half < 2; ++half)
-#pragma unroll
-                    for (int nt = 0; nt < T::kNTiles; ++nt)
-#pragma unroll
-                        for (int j = 0; j < 2; ++j) {
-                            const int col = n0 + warp_key0 + nt * 8 + 2 * tig + j;
-                            if (col < row_keys[mt][half].begin || col >= row_keys[mt][half].end)
-                                acc_s[mt][nt][2 * half + j] = -INFINITY;
-                        }
-        }
+        for (int mt = 0; mt < T::kMTiles; ++mt)
+            kvc_prepare_scores<T::kNTiles>(acc_s[mt], p, row_pairs[mt], n0 + warp_key0, tig, seq.seqlen_k,
+                                           transform_scores, tile_needs_mask, softcap_in);
 
         // ---- online softmax ------------------------------------------------------------------------------------------
         online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);

@@ -125,10 +125,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     const KeyRange last = visible_keys(token_last, p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
     const int all_begin = static_cast<int>(first.begin / T::kBlockN);
     const int all_end = last.end > first.begin ? static_cast<int>((last.end + T::kBlockN - 1) / T::kBlockN) : all_begin;
-    const int per_split = (all_end - all_begin + plan.num_splits - 1) / plan.num_splits;
-    const int tile_begin = min(all_end, all_begin + split * per_split);
-    const int tile_end = min(all_end, tile_begin + per_split);
-    const int tiles = tile_end - tile_begin;
+    const TileRange range = split_tiles(all_begin, all_end, split, plan.num_splits);
+    const int tile_begin = range.begin, tiles = range.end - range.begin;
 
     if (tid == 0) {
         for (int st = 0; st < T::kStages; ++st) {
@@ -189,20 +187,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::named_barrier_sync<1>(T::kConsumerThreads);
     }
 
-    // Each thread's two rows (group and group + 8 of its warp's 16): token, visible keys, ALiBi slope.
+    // Each thread's two rows (group and group + 8 of its warp's 16).
     const int group = lane / 4, tig = lane % 4;
-    int row_token[2];
-    KeyRange row_keys[2];
-    float row_slope[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const int packed = m0 + warp * 16 + group + 8 * half;
-        row_token[half] = token_of(packed);
-        row_keys[half] = visible_keys(row_token[half], p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
-        row_slope[half] = p.alibi_slopes && packed < packed_rows
-                              ? p.alibi_slopes[b * p.alibi_batch_stride + head_of(packed)]
-                              : 0.f;
-    }
+    const KvcRowPair row_pair = kvc_row_pair(p, b, hk, heads_per_kv, packed_rows, m0 + warp * 16 + group, seq.seqlen_k);
 
     float acc_o[T::kMTiles][T::kDTiles][4];
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
@@ -226,30 +213,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
         if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[st]);
 
-        // Score modifiers, then the masks on tiles some row does not wholly see: element j of acc_s[0][nt] is row half
-        // j / 2, key column n0 + nt * 8 + 2 * tig + j % 2.
-        if (transform) {
-#pragma unroll
-            for (int nt = 0; nt < T::kNTiles; ++nt)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    float x = acc_s[0][nt][j];
-                    x = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(x * softcap_in) : x * p.scale;
-                    const int col = n0 + nt * 8 + 2 * tig + j % 2;
-                    acc_s[0][nt][j] = x + alibi_bias(row_slope[j / 2], row_token[j / 2], col, p.seqlen_q, seq.seqlen_k);
-                }
-        }
-        if (!(last.begin <= n0 && first.end >= n0 + T::kBlockN)) {
-#pragma unroll
-            for (int half = 0; half < 2; ++half)
-#pragma unroll
-                for (int nt = 0; nt < T::kNTiles; ++nt)
-#pragma unroll
-                    for (int j = 0; j < 2; ++j) {
-                        const int col = n0 + nt * 8 + 2 * tig + j;
-                        if (col < row_keys[half].begin || col >= row_keys[half].end) acc_s[0][nt][2 * half + j] = -INFINITY;
-                    }
-        }
+        // Score modifiers, then the masks on tiles some row does not wholly see.
+        kvc_prepare_scores<T::kNTiles>(acc_s[0], p, row_pair, n0, tig, seq.seqlen_k, transform,
+                                       !(last.begin <= n0 && first.end >= n0 + T::kBlockN), softcap_in);
         online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
         uint32_t a_frag[T::kPvSteps][4];
         pack_p<T>(a_frag, acc_s);
