@@ -35,25 +35,26 @@ PACKED_VARIABLE = "FLASHATTN_FORWARD_PACKED"
 JSON_NAME = "bench_short_q.json"
 
 
+def set_environment(settings):
+    """Sets each {name: value} in os.environ (the C library's getenv sees it); a value of None unsets the name."""
+    for name, value in settings.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def captured_time(call, settings, warmup, reps, flush):
     """(us, error) of `call` captured in a CUDA graph with the environment `settings` ({name: value or None}) in
     force at capture (the dispatch reads it then), then replayed."""
     saved = {name: os.environ.get(name) for name in settings}
     try:
-        for name, value in settings.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        set_environment(settings)
         return time_or_error(graph_of(call).replay, warmup, reps, flush)
     except RuntimeError as err:
         return None, first_line(err)
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        set_environment(saved)
 
 
 def flashattn_times(q, k, v, warmup, reps, flush, schedules):
