@@ -99,15 +99,20 @@ void launch_kvc_combine(const AttnParams& p, const KvcPlan& plan, cudaStream_t s
     check_cuda(cudaLaunchKernelEx(&config, kvcache_combine_kernel<Elem>, p, plan), "kv-cache combine kernel launch");
 }
 
-template <class T>
-void launch_kvc_shape(const AttnParams& p, const KvcPlan& plan) {
-    using Elem = typename T::Elem;
-    const auto stream = static_cast<cudaStream_t>(p.stream);
+// The attention kernels' grids have one block row per sequence and kv head.
+inline void require_kvc_grid_rows(const AttnParams& p) {
     constexpr int kMaxGridY = 65535;  // CUDA's limit on gridDim.y
     if (int64_t(p.batch) * p.nheads_k > kMaxGridY)
         throw Error(Status::unsupported, "kvcache_forward: batch * nheads_k = " +
                                              std::to_string(int64_t(p.batch) * p.nheads_k) + " exceeds " +
                                              std::to_string(kMaxGridY) + " (one block row per sequence and kv head)");
+}
+
+template <class T>
+void launch_kvc_shape(const AttnParams& p, const KvcPlan& plan) {
+    using Elem = typename T::Elem;
+    const auto stream = static_cast<cudaStream_t>(p.stream);
+    require_kvc_grid_rows(p);
 
     // Everything that can fail before the append writes the cache: nothing is written on error.
     const auto kernel = prepared_kvcache_kernel<T>();

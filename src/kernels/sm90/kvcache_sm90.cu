@@ -76,9 +76,7 @@ template <class T>
 void launch(const AttnParams& p, const KvcPlan& plan) {
     using Elem = typename T::Elem;
     const auto stream = static_cast<cudaStream_t>(p.stream);
-    constexpr int kMaxGridY = 65535;  // CUDA's limit on gridDim.y
-    if (int64_t(p.batch) * p.nheads_k > kMaxGridY)
-        throw Error(Status::unsupported, "kvcache_forward: batch * nheads_k exceeds 65535");
+    require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
     const auto kernel = prepared_kernel<T>();
     const uint32_t box_rows = p.block_table ? kvc_piece_rows(p.page_size, T::kBlockN) : T::kBlockN;
