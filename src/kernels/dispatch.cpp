@@ -228,7 +228,7 @@ void run_backward(const AttnParams& p) {
 namespace {
 
 constexpr int kKvcBlockM = 64;         // packed query rows per block (KvcTileShape in sm80/kvcache_launch.cuh)
-constexpr int kKvcBlockN = 64;         // keys per tile up to head dim 128 (32 above); only the heuristic reads it
+constexpr int kKvcBlockN = 64;  // the Ampere-class kernel's keys a tile up to head dim 128 (32 above), for the heuristic
 constexpr int kKvcMinTilesPerSplit = 2;  // a split's key tiles: fewer would not pay for the combine
 constexpr int kKvcMaxSplits = 128;
 constexpr double kKvcGoodEnough = 0.85;  // of the best wave efficiency: the fewest splits that reach it win
@@ -256,11 +256,11 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t slots) {
     return 1;
 }
 
-KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm) {
+KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n) {
     KvcPlan plan;
     const int64_t packed_rows = int64_t(p.seqlen_q) * (p.nheads / std::max(p.nheads_k, 1));
     const int64_t blocks = (packed_rows + kKvcBlockM - 1) / kKvcBlockM * p.batch * p.nheads_k;
-    const int64_t key_tiles = (int64_t(p.seqlen_k) + kKvcBlockN - 1) / kKvcBlockN;  // of the cache's capacity
+    const int64_t key_tiles = (int64_t(p.seqlen_k) + block_n - 1) / block_n;  // of the cache's capacity
     int64_t splits = p.num_splits;
     if (splits <= 0) splits = kvc_splits(blocks, key_tiles, int64_t(sm_count) * std::max(blocks_per_sm, 1));
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
@@ -299,10 +299,11 @@ bool use_sm90_kvcache(const AttnParams& p) {
 // The plan for the kernel that will run p: the split count depends on that kernel's occupancy. An empty plan where
 // no kernel is compiled (the run is refused).
 KvcPlan kvc_plan_for(const AttnParams& p) {
-    if (use_sm90_kvcache(p)) return make_kvc_plan(p, current_sm_count(), kvc_sm90_blocks_per_sm(p));
+    if (use_sm90_kvcache(p))
+        return make_kvc_plan(p, current_sm_count(), kvc_sm90_blocks_per_sm(p), kvc_sm90_block_n(p));
     const Sm80Launchers l = sm80_launchers_or_none(p);
     if (!l.kvc_blocks_per_sm) return KvcPlan{};
-    return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm(p));
+    return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm(p), kKvcBlockN);
 }
 
 void launch_kvc(const AttnParams& p, const KvcPlan& plan) {

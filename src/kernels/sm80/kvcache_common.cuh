@@ -152,6 +152,53 @@ __device__ __forceinline__ TileRange split_tiles(int first, int last, int split,
     return TileRange{begin, min(last, begin + per_split)};
 }
 
+// One block of a kv-cache attention kernel (the Ampere-class and the Hopper one): grid (packed row blocks, batch x kv
+// heads, splits). Packed row r of (sequence b, kv head hk) is token r / heads_per_kv of query head
+// hk * heads_per_kv + r % heads_per_kv; the block has rows [m0, m0 + rows), and its split the key tiles `tiles` (of
+// block_n keys; key column j is cache position leftpad + j) out of those its rows can see.
+struct KvcBlock {
+    int split, b, hk, heads_per_kv, packed_rows, m0, rows;
+    CacheSeq seq;
+    KeyRange first, last;  // keys visible to the block's first and last token (visible ranges grow with the token)
+    TileRange tiles;
+
+    __device__ __forceinline__ KvcBlock(const AttnParams& p, int num_splits, int block_m, int block_n) {
+        split = blockIdx.z;
+        b = blockIdx.y / p.nheads_k, hk = blockIdx.y % p.nheads_k;
+        heads_per_kv = p.nheads / p.nheads_k;
+        packed_rows = p.seqlen_q * heads_per_kv;
+        m0 = blockIdx.x * block_m;
+        rows = min(block_m, packed_rows - m0);
+        seq = cache_seq(p, b);
+        first = visible_keys(token_of(m0), p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+        last = visible_keys(token_of(m0 + rows - 1), p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
+        const int all_begin = static_cast<int>(first.begin / block_n);
+        const int all_end =
+            last.end > first.begin ? static_cast<int>((last.end + block_n - 1) / block_n) : all_begin;
+        tiles = split_tiles(all_begin, all_end, split, num_splits);
+    }
+    __device__ __forceinline__ int token_of(int packed) const { return packed / heads_per_kv; }
+    __device__ __forceinline__ int head_of(int packed) const { return hk * heads_per_kv + packed % heads_per_kv; }
+};
+
+// Where the queries come from: the rotated ones in the workspace (contiguous (batch, seqlen_q, nheads, head_dim)),
+// else q itself.
+template <typename Elem>
+struct KvcQueries {
+    const Elem* q;
+    int64_t row_stride, head_stride, batch_stride;
+
+    __device__ __forceinline__ KvcQueries(const AttnParams& p, const void* q_rot)
+        : q(static_cast<const Elem*>(q_rot ? q_rot : p.q)),
+          row_stride(q_rot ? int64_t(p.nheads) * p.head_dim : p.q_row_stride),
+          head_stride(q_rot ? p.head_dim : p.q_head_stride),
+          batch_stride(q_rot ? int64_t(p.seqlen_q) * row_stride : p.q_batch_stride) {}
+    // Packed row `packed` of the block's (sequence, kv head).
+    __device__ __forceinline__ const Elem* row(const KvcBlock& blk, int packed) const {
+        return q + blk.b * batch_stride + blk.token_of(packed) * row_stride + blk.head_of(packed) * head_stride;
+    }
+};
+
 // What a thread needs of each of its two rows of an m16 tile (packed rows `packed0` and packed0 + 8) for the score
 // modifiers and masks: query token, visible keys, ALiBi slope.
 struct KvcRowPair {

@@ -124,42 +124,24 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
     // With splits, the combine (a programmatic dependent, kvcache_launch.cuh) may have its blocks launched now: they
     // wait for this grid's end on the GPU instead of being launched after it.
     if (plan.num_splits > 1) ptx::allow_dependent_launch();
-    const int m_block = blockIdx.x, split = blockIdx.z;
-    const int b = blockIdx.y / p.nheads_k, hk = blockIdx.y % p.nheads_k;
+    const KvcBlock blk(p, plan.num_splits, T::kBlockM, T::kBlockN);
+    const int split = blk.split, b = blk.b, hk = blk.hk, heads_per_kv = blk.heads_per_kv;
+    const int packed_rows = blk.packed_rows, m0 = blk.m0, rows = blk.rows;
+    const CacheSeq seq = blk.seq;
+    const KeyRange first = blk.first, last = blk.last;
+    const TileRange tiles = blk.tiles;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int group = lane / 4, tig = lane % 4;
-    const int heads_per_kv = p.nheads / p.nheads_k;
+    auto token_of = [&](int packed) { return blk.token_of(packed); };
+    auto head_of = [&](int packed) { return blk.head_of(packed); };
 
-    const int packed_rows = p.seqlen_q * heads_per_kv;
-    const int m0 = m_block * T::kBlockM;
-    const int rows = min(T::kBlockM, packed_rows - m0);
-    const CacheSeq seq = cache_seq(p, b);
-    // Packed row -> (query token, query head).
-    auto token_of = [&](int packed) { return packed / heads_per_kv; };
-    auto head_of = [&](int packed) { return hk * heads_per_kv + packed % heads_per_kv; };
-
-    // Queries: rotated ones from the workspace (contiguous (batch, seqlen_q, nheads, head_dim)), else q itself.
-    const Elem* q = plan.q_rot ? static_cast<const Elem*>(plan.q_rot) : static_cast<const Elem*>(p.q);
-    const int64_t q_row_stride = plan.q_rot ? int64_t(p.nheads) * p.head_dim : p.q_row_stride;
-    const int64_t q_head_stride = plan.q_rot ? p.head_dim : p.q_head_stride;
-    const int64_t q_batch_stride = plan.q_rot ? int64_t(p.seqlen_q) * q_row_stride : p.q_batch_stride;
-    auto q_row = [&](int r) {
-        const int packed = m0 + r;
-        return q + b * q_batch_stride + token_of(packed) * q_row_stride + head_of(packed) * q_head_stride;
-    };
+    const KvcQueries<Elem> queries(p, plan.q_rot);
+    auto q_row = [&](int r) { return queries.row(blk, m0 + r); };
     const CacheView<const Elem> kc = cache_view<const Elem>(p, p.k, p.k_batch_stride, p.k_row_stride,
                                                             p.k_head_stride, b, hk);
     const CacheView<const Elem> vc = cache_view<const Elem>(p, p.v, p.v_batch_stride, p.v_row_stride,
                                                             p.v_head_stride, b, hk);
     const Elem* any_row = static_cast<const Elem*>(p.k);
-
-    // Keys this block could see (visible ranges grow with the token), then this split's share of their tiles.
-    const int token_first = token_of(m0), token_last = token_of(m0 + rows - 1);
-    const KeyRange first = visible_keys(token_first, p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
-    const KeyRange last = visible_keys(token_last, p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
-    const int all_begin = static_cast<int>(first.begin / T::kBlockN);
-    const int all_end = last.end > first.begin ? static_cast<int>((last.end + T::kBlockN - 1) / T::kBlockN) : all_begin;
-    const TileRange tiles = split_tiles(all_begin, all_end, split, plan.num_splits);
 
     // Each thread's rows: token, head, visible keys and ALiBi slope, fixed for the whole block.
     const int warp_row0 = T::kWarpsSplitKeys ? 0 : warp * T::kRowsPerWarp;

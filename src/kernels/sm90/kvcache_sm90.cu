@@ -4,7 +4,10 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <type_traits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/elem_type.cuh"
@@ -49,8 +52,23 @@ bool addressable(const void* base, const CacheGeometry& g) {
     return true;
 }
 
-template <ElemType kElem, int kHeadDim>
-using Traits = KvcSm90Traits<ElemOf<kElem>, kHeadDim>;
+// The tile shapes measured against each other (FLASHATTN_KVC_SM90_TILE): 64 keys with two K and two V stages and two
+// blocks an SM (the default); 128 keys, two stages each, one block an SM; 64 keys with three K stages.
+enum class KvcShape { k64, k128, k64k3 };
+KvcShape shape_choice() {
+    static const KvcShape cached = [] {
+        const char* v = std::getenv("FLASHATTN_KVC_SM90_TILE");
+        if (v && std::strcmp(v, "128") == 0) return KvcShape::k128;
+        if (v && std::strcmp(v, "64k3") == 0) return KvcShape::k64k3;
+        return KvcShape::k64;
+    }();
+    return cached;
+}
+template <ElemType kElem, int kHeadDim, KvcShape kShape>
+using Traits = std::conditional_t<
+    kShape == KvcShape::k128, KvcSm90Traits<ElemOf<kElem>, kHeadDim, 128, 2, 2, 1>,
+    std::conditional_t<kShape == KvcShape::k64k3, KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 3, 2, 2>,
+                       KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>>>;
 
 template <class T>
 auto prepared_kernel() {
@@ -100,12 +118,20 @@ int bucket_of(const AttnParams& p) {
     return d <= kSmallBucket ? kSmallBucket : d <= kLargeBucket ? kLargeBucket : 0;
 }
 
-template <class F>
-auto with_traits(const AttnParams& p, F f) {
+template <KvcShape kShape, class F>
+auto with_shape(const AttnParams& p, F f) {
     const bool bf16 = p.dtype == ElemType::bf16;
     if (bucket_of(p) == kSmallBucket)
-        return bf16 ? f(Traits<ElemType::bf16, kSmallBucket>{}) : f(Traits<ElemType::f16, kSmallBucket>{});
-    return bf16 ? f(Traits<ElemType::bf16, kLargeBucket>{}) : f(Traits<ElemType::f16, kLargeBucket>{});
+        return bf16 ? f(Traits<ElemType::bf16, kSmallBucket, kShape>{}) : f(Traits<ElemType::f16, kSmallBucket, kShape>{});
+    return bf16 ? f(Traits<ElemType::bf16, kLargeBucket, kShape>{}) : f(Traits<ElemType::f16, kLargeBucket, kShape>{});
+}
+template <class F>
+auto with_traits(const AttnParams& p, F f) {
+    switch (shape_choice()) {
+        case KvcShape::k128: return with_shape<KvcShape::k128>(p, f);
+        case KvcShape::k64k3: return with_shape<KvcShape::k64k3>(p, f);
+        default: return with_shape<KvcShape::k64>(p, f);
+    }
 }
 
 }  // namespace
@@ -123,6 +149,10 @@ bool kvc_sm90_handles(const AttnParams& p) {
 
 int kvc_sm90_blocks_per_sm(const AttnParams& p) {
     return with_traits(p, [](auto t) { return blocks_per_sm<decltype(t)>(); });
+}
+
+int kvc_sm90_block_n(const AttnParams& p) {
+    return with_traits(p, [](auto t) { return decltype(t)::kBlockN; });
 }
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {

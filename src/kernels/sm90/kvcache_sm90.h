@@ -17,6 +17,8 @@ bool kvc_sm90_handles(const AttnParams& p);
 
 // Resident blocks an SM for p's instance (the split heuristic's slots).
 int kvc_sm90_blocks_per_sm(const AttnParams& p);
+// Keys a tile of p's instance (the split heuristic's tile count).
+int kvc_sm90_block_n(const AttnParams& p);
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan);
 

@@ -9,10 +9,10 @@
 // One block: one warpgroup computing kBlockM = 64 packed query rows (the query heads that share kv head hk, as the
 // Ampere-class kernel packs them: packed row r is token r / group of query head hk * group + r % group) against one
 // split of the cache, and one producer warp whose lane 0 issues the copies. K and V tiles of kBlockN keys flow through
-// a ring of kStages stages: "full" mbarriers complete on the copies' bytes, "empty" ones on one arrival from each
-// consumer warp once its products have read the stage. Dense caches are read in whole tiles through a 4-D tensor map
-// (head dim, cache position, kv head, cache entry); paged ones in pieces (whole tiles where the page size is a multiple
-// of the tile, else 16 rows), each at its page's block.
+// rings of kKStages / kVStages stages: "full" mbarriers complete on the copies' bytes, "empty" ones on one arrival
+// from each consumer warp once its products have read the stage. Dense caches are read in whole tiles through a 4-D
+// tensor map (head dim, cache position, kv head, cache entry); paged ones in pieces (the most rows, 16 up to a tile,
+// that divide the page size), each at its page's block.
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
 // packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits each block writes its normalised
@@ -35,34 +35,36 @@
 
 namespace flashattn::kernels {
 
-constexpr int kPageBoxRows = 16;  // rows of a paged cache's pieces: every page size is a multiple of 16
-// A paged cache's pieces: whole tiles where pages are whole tiles (a tile, kBlockN-aligned without leftpad, then lies in
-// one page: one lookup and one box a slice instead of four), else kPageBoxRows rows.
+constexpr int kPageBoxRows = 16;  // every page size is a multiple of 16
+// A paged cache's pieces: the most rows (a power of two, kPageBoxRows up to the tile) that divide the page size, so
+// that a kBlockN-aligned tile (no leftpad) is whole pieces each inside one page: one lookup and one box a piece.
 __host__ __device__ constexpr int kvc_piece_rows(int page_size, int block_n) {
-    return page_size % block_n == 0 ? block_n : kPageBoxRows;
+    int rows = block_n;
+    while (rows > kPageBoxRows && page_size % rows != 0) rows /= 2;
+    return rows;
 }
 
-template <typename Elem_, int kHeadDim_>
-struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, 64> {
-    using Base = Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, 64>;
-    // Two stages of K and V (32 KB a stage at head dim 128) and two blocks an SM: 128 KB of copies in flight an SM.
-    static constexpr int kStages = 2;
-    static constexpr int kKStages = kStages, kVStages = kStages;
+// kBlockN keys a tile, kKStages / kVStages stages of K / V tiles, kMinBlocks resident blocks an SM (the register cap).
+template <typename Elem_, int kHeadDim_, int kBlockN_ = 64, int kKStages_ = 2, int kVStages_ = 2, int kMinBlocks_ = 2>
+struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, kBlockN_> {
+    using Base = Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, kBlockN_>;
+    static constexpr int kKStages = kKStages_, kVStages = kVStages_;
     static constexpr int kConsumerThreads = 128;
     static constexpr int kProducerWarp = kConsumerThreads / 32;
     static constexpr int kThreads = kConsumerThreads + 32;
-    static constexpr int kMinBlocks = 2;  // per SM: caps registers at 65536 / (2 x 160)
+    static constexpr int kMinBlocks = kMinBlocks_;
     static constexpr int kPiecesMax = Base::kBlockN / kPageBoxRows;
     static_assert(Base::kBlockN % kPageBoxRows == 0 && kPiecesMax <= 32, "a paged tile is whole pieces, a lane each");
+    static_assert((Base::kBlockN & (Base::kBlockN - 1)) == 0, "kvc_piece_rows halves the tile down to a piece");
 };
 
 template <class T>
 struct KvcSm90Smem {
     using Elem = typename T::Elem;
     alignas(kSm90SmemAlign) Elem q[T::kBoxes][T::kQBoxElems];
-    alignas(kSm90SmemAlign) Elem k[T::kStages][T::kBoxes][T::kKvBoxElems];
-    alignas(kSm90SmemAlign) Elem v[T::kStages][T::kBoxesV][T::kKvBoxElems];
-    uint64_t k_full[T::kStages], v_full[T::kStages], k_empty[T::kStages], v_empty[T::kStages];
+    alignas(kSm90SmemAlign) Elem k[T::kKStages][T::kBoxes][T::kKvBoxElems];
+    alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxesV][T::kKvBoxElems];
+    uint64_t k_full[T::kKStages], v_full[T::kVStages], k_empty[T::kKStages], v_empty[T::kVStages];
 };
 template <class T>
 constexpr int kvc_sm90_smem_bytes() {
@@ -108,31 +110,22 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                  kSm90SmemAlign * kSm90SmemAlign);
     // With splits, the combine (a programmatic dependent) may have its blocks launched now.
     if (plan.num_splits > 1) ptx::allow_dependent_launch();
-    const int m_block = blockIdx.x, split = blockIdx.z;
-    const int b = blockIdx.y / p.nheads_k, hk = blockIdx.y % p.nheads_k;
+    const KvcBlock blk(p, plan.num_splits, T::kBlockM, T::kBlockN);
+    const int split = blk.split, b = blk.b, hk = blk.hk, rows = blk.rows, m0 = blk.m0;
+    const CacheSeq seq = blk.seq;
+    const KeyRange first = blk.first, last = blk.last;
+    const int tile_begin = blk.tiles.begin, tiles = blk.tiles.end - blk.tiles.begin;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int heads_per_kv = p.nheads / p.nheads_k;
-    const int packed_rows = p.seqlen_q * heads_per_kv;
-    const int m0 = m_block * T::kBlockM;
-    const int rows = min(T::kBlockM, packed_rows - m0);
-    const CacheSeq seq = cache_seq(p, b);
-    auto token_of = [&](int packed) { return packed / heads_per_kv; };
-    auto head_of = [&](int packed) { return hk * heads_per_kv + packed % heads_per_kv; };
-
-    // The key tiles this split covers (key column j is cache position leftpad + j).
-    const int token_first = token_of(m0), token_last = token_of(m0 + rows - 1);
-    const KeyRange first = visible_keys(token_first, p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
-    const KeyRange last = visible_keys(token_last, p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
-    const int all_begin = static_cast<int>(first.begin / T::kBlockN);
-    const int all_end = last.end > first.begin ? static_cast<int>((last.end + T::kBlockN - 1) / T::kBlockN) : all_begin;
-    const TileRange range = split_tiles(all_begin, all_end, split, plan.num_splits);
-    const int tile_begin = range.begin, tiles = range.end - range.begin;
+    auto token_of = [&](int packed) { return blk.token_of(packed); };
+    auto head_of = [&](int packed) { return blk.head_of(packed); };
 
     if (tid == 0) {
-        for (int st = 0; st < T::kStages; ++st) {
+        for (int st = 0; st < T::kKStages; ++st) {
             ptx::mbarrier_init(&s.k_full[st], 1);
-            ptx::mbarrier_init(&s.v_full[st], 1);
             ptx::mbarrier_init(&s.k_empty[st], T::kConsumerThreads / 32);
+        }
+        for (int st = 0; st < T::kVStages; ++st) {
+            ptx::mbarrier_init(&s.v_full[st], 1);
             ptx::mbarrier_init(&s.v_empty[st], T::kConsumerThreads / 32);
         }
         ptx::fence_mbarrier_init();
@@ -145,7 +138,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
         const int piece_rows = table_row ? kvc_piece_rows(p.page_size, T::kBlockN) : T::kBlockN;
         for (int i = 0; i < tiles; ++i) {
-            const int st = i % T::kStages;
+            const int ks = i % T::kKStages, vs = i % T::kVStages;
             const int n0 = (tile_begin + i) * T::kBlockN;
             const int pos0 = seq.leftpad + n0;
             // Paged: this lane's piece, and the block its page maps to (pieces past the sequence are skipped).
@@ -154,11 +147,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 pieces = (min(T::kBlockN, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
                 where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
             }
-            if (i >= T::kStages) ptx::mbarrier_wait(&s.k_empty[st], (i / T::kStages - 1) % 2);
-            issue_cache_tile<T, T::kBoxes>(s.k[st][0], &map_k, &s.k_full[st], lane, table_row != nullptr,
+            if (i >= T::kKStages) ptx::mbarrier_wait(&s.k_empty[ks], (i / T::kKStages - 1) % 2);
+            issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, table_row != nullptr,
                                            p.page_size, piece_rows, pos0, pieces, hk, where);
-            if (i >= T::kStages) ptx::mbarrier_wait(&s.v_empty[st], (i / T::kStages - 1) % 2);
-            issue_cache_tile<T, T::kBoxesV>(s.v[st][0], &map_v, &s.v_full[st], lane, table_row != nullptr,
+            if (i >= T::kVStages) ptx::mbarrier_wait(&s.v_empty[vs], (i / T::kVStages - 1) % 2);
+            issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, table_row != nullptr,
                                             p.page_size, piece_rows, pos0, pieces, hk, where);
         }
         return;
@@ -166,21 +159,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
 
     // ---- consumers: Q's packed rows, gathered into the 128-byte swizzle (row r of a box: 16-byte chunk c at
     // position c ^ (r % 8)); rows past the block's are zeros ---------------------------------------------------------
-    const Elem* q = plan.q_rot ? static_cast<const Elem*>(plan.q_rot) : static_cast<const Elem*>(p.q);
-    const int64_t q_row_stride = plan.q_rot ? int64_t(p.nheads) * p.head_dim : p.q_row_stride;
-    const int64_t q_head_stride = plan.q_rot ? p.head_dim : p.q_head_stride;
-    const int64_t q_batch_stride = plan.q_rot ? int64_t(p.seqlen_q) * q_row_stride : p.q_batch_stride;
+    const KvcQueries<Elem> queries(p, plan.q_rot);
     {
         constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunks = T::kBlockM * T::kBoxes * kChunksPerBoxRow;
         for (int i = tid; i < kChunks; i += T::kConsumerThreads) {
             const int r = i / (T::kBoxes * kChunksPerBoxRow), bx = (i / kChunksPerBoxRow) % T::kBoxes;
             const int c = i % kChunksPerBoxRow, col = bx * T::kBoxCols + c * 8;
             uint4 v = make_uint4(0, 0, 0, 0);
-            if (r < rows && col < p.head_dim) {
-                const int packed = m0 + r;
-                v = *reinterpret_cast<const uint4*>(q + b * q_batch_stride + token_of(packed) * q_row_stride +
-                                                    head_of(packed) * q_head_stride + col);
-            }
+            if (r < rows && col < p.head_dim) v = *reinterpret_cast<const uint4*>(queries.row(blk, m0 + r) + col);
             ptx::st_shared_16(ptx::smem_addr(s.q[bx]) + r * T::kRowBytes + ((c ^ (r % kChunksPerBoxRow)) * 16), v);
         }
         ptx::fence_proxy_async_shared();  // wgmma reads Q through the async proxy
@@ -189,7 +175,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
 
     // Each thread's two rows (group and group + 8 of its warp's 16).
     const int group = lane / 4, tig = lane % 4;
-    const KvcRowPair row_pair = kvc_row_pair(p, b, hk, heads_per_kv, packed_rows, m0 + warp * 16 + group, seq.seqlen_k);
+    const KvcRowPair row_pair = kvc_row_pair(p, b, hk, blk.heads_per_kv, blk.packed_rows, m0 + warp * 16 + group, seq.seqlen_k);
 
     float acc_o[T::kMTiles][T::kDTiles][4];
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
@@ -202,16 +188,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     const bool warp_leader = lane == 0;
 
     for (int i = 0; i < tiles; ++i) {
-        const int st = i % T::kStages;
-        const uint32_t phase = (i / T::kStages) % 2;
+        const int ks = i % T::kKStages, vs = i % T::kVStages;
         const int n0 = (tile_begin + i) * T::kBlockN;
 
         float acc_s[T::kMTiles][T::kNTiles][4];
-        ptx::mbarrier_wait(&s.k_full[st], phase);
-        issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[st][0]));
+        ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
+        issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[ks][0]));
         ptx::wgmma_wait<0>();
         ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
-        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[st]);
+        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[ks]);
 
         // Score modifiers, then the masks on tiles some row does not wholly see.
         kvc_prepare_scores<T::kNTiles>(acc_s[0], p, row_pair, n0, tig, seq.seqlen_k, transform,
@@ -220,14 +205,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         uint32_t a_frag[T::kPvSteps][4];
         pack_p<T>(a_frag, acc_s);
 
-        ptx::mbarrier_wait(&s.v_full[st], phase);
+        ptx::mbarrier_wait(&s.v_full[vs], (i / T::kVStages) % 2);
         // V rows past the sequence hold another sequence's (or never written) values, or were not copied at all: P is
         // 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
         const int tail = seq.seqlen_k - n0;
         if (tail < T::kBlockN) {
             constexpr int kChunksPerBoxRow = T::kRowBytes / 16;
             const int chunks_per_box = (T::kBlockN - tail) * kChunksPerBoxRow;
-            const uint32_t base = ptx::smem_addr(s.v[st][0]);
+            const uint32_t base = ptx::smem_addr(s.v[vs][0]);
             for (int c = tid; c < T::kBoxesV * chunks_per_box; c += T::kConsumerThreads) {
                 const int bx = c / chunks_per_box, rest = c % chunks_per_box;
                 ptx::st_shared_16(base + (bx * T::kBlockN + tail) * T::kRowBytes + rest * 16, make_uint4(0, 0, 0, 0));
@@ -235,10 +220,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             ptx::fence_proxy_async_shared();
             ptx::named_barrier_sync<1>(T::kConsumerThreads);
         }
-        issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[st][0]));
+        issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]));
         ptx::wgmma_wait<0>();
         ptx::fence_registers(o_flat);
-        if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[st]);
+        if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
     }
 
     // ---- epilogue: the rows' normalised O and LSE, to the output or (splits) to the workspace -----------------------
