@@ -53,13 +53,15 @@ bool addressable(const void* base, const CacheGeometry& g) {
 }
 
 // The tile shapes measured against each other (FLASHATTN_KVC_SM90_TILE): 64 keys with two K and two V stages and two
-// blocks an SM (the default); 128 keys, two stages each, one block an SM; 64 keys with three K stages.
-enum class KvcShape { k64, k128, k64k3 };
+// blocks an SM (the default); 128 keys, two stages each, one block an SM; 64 keys with three K stages; 64 keys with four
+// stages each, one block an SM.
+enum class KvcShape { k64, k128, k64k3, k64s4 };
 KvcShape shape_choice() {
     static const KvcShape cached = [] {
         const char* v = std::getenv("FLASHATTN_KVC_SM90_TILE");
         if (v && std::strcmp(v, "128") == 0) return KvcShape::k128;
         if (v && std::strcmp(v, "64k3") == 0) return KvcShape::k64k3;
+        if (v && std::strcmp(v, "64s4") == 0) return KvcShape::k64s4;
         return KvcShape::k64;
     }();
     return cached;
@@ -68,7 +70,8 @@ template <ElemType kElem, int kHeadDim, KvcShape kShape>
 using Traits = std::conditional_t<
     kShape == KvcShape::k128, KvcSm90Traits<ElemOf<kElem>, kHeadDim, 128, 2, 2, 1>,
     std::conditional_t<kShape == KvcShape::k64k3, KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 3, 2, 2>,
-                       KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>>>;
+                       std::conditional_t<kShape == KvcShape::k64s4, KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 4, 4, 1>,
+                                          KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>>>>;
 
 template <class T>
 auto prepared_kernel() {
@@ -130,6 +133,7 @@ auto with_traits(const AttnParams& p, F f) {
     switch (shape_choice()) {
         case KvcShape::k128: return with_shape<KvcShape::k128>(p, f);
         case KvcShape::k64k3: return with_shape<KvcShape::k64k3>(p, f);
+        case KvcShape::k64s4: return with_shape<KvcShape::k64s4>(p, f);
         default: return with_shape<KvcShape::k64>(p, f);
     }
 }
