@@ -232,15 +232,21 @@ constexpr int kKvcBlockN = 64;  // the Ampere-class kernel's keys a tile up to h
 constexpr int kKvcMinTilesPerSplit = 2;  // a split's key tiles: fewer would not pay for the combine
 constexpr int kKvcMaxSplits = 128;
 constexpr double kKvcGoodEnough = 0.85;  // of the best wave efficiency: the fewest splits that reach it win
+constexpr double kKvcFilled = 0.9;       // blocks per SM from which a grid is left unsplit
 
 }  // namespace
 
-// The split count: every block of a decode step takes about as long as the others, so the time is set by the number
-// of waves rounded up. Among the counts whose last wave is full enough (efficiency = waves / ceil(waves) within
-// kKvcGoodEnough of the best), the smallest: each split adds combine work and shortens the key loop.
-int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t slots) {
+// The split count. A decode block streams its keys at a rate set by the copies it keeps in flight, and about one
+// block an SM already draws the memory system's bandwidth: a grid that fills the SMs is left whole, since splits would
+// only add the combine (a second kernel, 3-4 us at batch 16 on an H100). A smaller grid is split: blocks all take
+// about as long, so by how full the last wave of resident blocks is (efficiency = waves / ceil(waves) over
+// `slots`), the fewest splits whose efficiency is within kKvcGoodEnough of the best.
+int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slots) {
     const int64_t most = std::min<int64_t>(kKvcMaxSplits, std::max<int64_t>(1, key_tiles / kKvcMinTilesPerSplit));
     if (blocks <= 0 || slots <= 0 || key_tiles <= 0) return 1;
+    const char* rule = std::getenv("FLASHATTN_KVC_SPLIT_RULE");  // "waves": the wave rule alone, for measurement
+    const bool waves_only = rule && std::strcmp(rule, "waves") == 0;
+    if (!waves_only && double(blocks) >= kKvcFilled * double(sm_count)) return 1;
     auto efficiency = [&](int64_t splits) {
         const double waves = double(blocks * splits) / double(slots);
         return waves / std::ceil(waves);
@@ -262,7 +268,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const int64_t blocks = (packed_rows + kKvcBlockM - 1) / kKvcBlockM * p.batch * p.nheads_k;
     const int64_t key_tiles = (int64_t(p.seqlen_k) + block_n - 1) / block_n;  // of the cache's capacity
     int64_t splits = p.num_splits;
-    if (splits <= 0) splits = kvc_splits(blocks, key_tiles, int64_t(sm_count) * std::max(blocks_per_sm, 1));
+    if (splits <= 0) splits = kvc_splits(blocks, key_tiles, sm_count, int64_t(sm_count) * std::max(blocks_per_sm, 1));
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
     if (p.seqlen_q == 0) plan.num_splits = 1;

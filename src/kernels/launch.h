@@ -24,9 +24,9 @@ size_t backward_workspace_bytes(const AttnParams& p);
 
 void run_kvcache(const AttnParams& p);
 size_t kvcache_workspace_bytes(const AttnParams& p);
-// The kv-cache forward's split count: `blocks` thread blocks with `key_tiles` key tiles each, on `slots` resident
-// blocks (SMs x blocks per SM).
-int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t slots);
+// The kv-cache forward's split count: `blocks` thread blocks with `key_tiles` key tiles each, on `sm_count` SMs that
+// hold `slots` resident blocks (SMs x blocks per SM).
+int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slots);
 
 // Whether a forward runs its query heads packed per kv head, keys split, on the kv-cache kernel (dispatch.cpp says
 // why): where it applies (no varlen, dropout or attn_probs), FLASHATTN_FORWARD_PACKED=0 / 1, else the sizes'
