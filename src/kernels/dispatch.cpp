@@ -244,9 +244,7 @@ constexpr double kKvcFilled = 0.9;       // blocks per SM from which a grid is l
 int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slots) {
     const int64_t most = std::min<int64_t>(kKvcMaxSplits, std::max<int64_t>(1, key_tiles / kKvcMinTilesPerSplit));
     if (blocks <= 0 || slots <= 0 || key_tiles <= 0) return 1;
-    const char* rule = std::getenv("FLASHATTN_KVC_SPLIT_RULE");  // "waves": the wave rule alone, for measurement
-    const bool waves_only = rule && std::strcmp(rule, "waves") == 0;
-    if (!waves_only && double(blocks) >= kKvcFilled * double(sm_count)) return 1;
+    if (double(blocks) >= kKvcFilled * double(sm_count)) return 1;
     auto efficiency = [&](int64_t splits) {
         const double waves = double(blocks * splits) / double(slots);
         return waves / std::ceil(waves);

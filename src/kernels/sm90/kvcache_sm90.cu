@@ -4,10 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <type_traits>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/elem_type.cuh"
@@ -52,26 +49,10 @@ bool addressable(const void* base, const CacheGeometry& g) {
     return true;
 }
 
-// The tile shapes measured against each other (FLASHATTN_KVC_SM90_TILE): 64 keys with two K and two V stages and two
-// blocks an SM (the default); 128 keys, two stages each, one block an SM; 64 keys with three K stages; 64 keys with four
-// stages each, one block an SM.
-enum class KvcShape { k64, k128, k64k3, k64s4 };
-KvcShape shape_choice() {
-    static const KvcShape cached = [] {
-        const char* v = std::getenv("FLASHATTN_KVC_SM90_TILE");
-        if (v && std::strcmp(v, "128") == 0) return KvcShape::k128;
-        if (v && std::strcmp(v, "64k3") == 0) return KvcShape::k64k3;
-        if (v && std::strcmp(v, "64s4") == 0) return KvcShape::k64s4;
-        return KvcShape::k64;
-    }();
-    return cached;
-}
-template <ElemType kElem, int kHeadDim, KvcShape kShape>
-using Traits = std::conditional_t<
-    kShape == KvcShape::k128, KvcSm90Traits<ElemOf<kElem>, kHeadDim, 128, 2, 2, 1>,
-    std::conditional_t<kShape == KvcShape::k64k3, KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 3, 2, 2>,
-                       std::conditional_t<kShape == KvcShape::k64s4, KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 4, 4, 1>,
-                                          KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>>>>;
+// 64-key tiles, two K and two V stages, two blocks an SM. Measured against 128-key tiles (one block an SM), three K
+// stages, and four stages of each at one block an SM: bench/NOTES.md, "kv-cache: tile shapes and the split rule".
+template <ElemType kElem, int kHeadDim>
+using Traits = KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>;
 
 template <class T>
 auto prepared_kernel() {
@@ -121,21 +102,12 @@ int bucket_of(const AttnParams& p) {
     return d <= kSmallBucket ? kSmallBucket : d <= kLargeBucket ? kLargeBucket : 0;
 }
 
-template <KvcShape kShape, class F>
-auto with_shape(const AttnParams& p, F f) {
-    const bool bf16 = p.dtype == ElemType::bf16;
-    if (bucket_of(p) == kSmallBucket)
-        return bf16 ? f(Traits<ElemType::bf16, kSmallBucket, kShape>{}) : f(Traits<ElemType::f16, kSmallBucket, kShape>{});
-    return bf16 ? f(Traits<ElemType::bf16, kLargeBucket, kShape>{}) : f(Traits<ElemType::f16, kLargeBucket, kShape>{});
-}
 template <class F>
 auto with_traits(const AttnParams& p, F f) {
-    switch (shape_choice()) {
-        case KvcShape::k128: return with_shape<KvcShape::k128>(p, f);
-        case KvcShape::k64k3: return with_shape<KvcShape::k64k3>(p, f);
-        case KvcShape::k64s4: return with_shape<KvcShape::k64s4>(p, f);
-        default: return with_shape<KvcShape::k64>(p, f);
-    }
+    const bool bf16 = p.dtype == ElemType::bf16;
+    if (bucket_of(p) == kSmallBucket)
+        return bf16 ? f(Traits<ElemType::bf16, kSmallBucket>{}) : f(Traits<ElemType::f16, kSmallBucket>{});
+    return bf16 ? f(Traits<ElemType::bf16, kLargeBucket>{}) : f(Traits<ElemType::f16, kLargeBucket>{});
 }
 
 }  // namespace
