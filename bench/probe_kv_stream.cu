@@ -1,0 +1,195 @@
+// Probe: how fast the copy engine streams a decode KV cache with different box shapes and layouts, no compute.
+//
+// Question it answers: is the kv-cache kernel's remaining gap to cuDNN on (batch, seq, head, dim) caches the memory
+// system's response to the access pattern (per-head boxes of 64 rows, 256 bytes a row and nheads_k * 256 bytes
+// apart), and would boxes that take several heads of the same rows at once (a contiguous run of the cache) stream
+// faster? Every mode reads the same bytes (K and V of batch x seqlen x nheads_k x 128, bf16) with the same copies in
+// flight (two stages of 16 KB K + 16 KB V a block, two blocks an SM, like the kernel), one thread a block issuing them;
+// the data is never read back.
+//
+//   mode 0  per head, (batch, seq, head, dim): boxes of 64 rows x 1 head (the kernel's dense tiles)
+//   mode 1  (batch, seq, head, dim): boxes of 16 rows x 4 heads
+//   mode 2  (batch, seq, head, dim): boxes of 8 rows x 8 heads (all heads of 8 rows: one contiguous 16 KB run)
+//   mode 3  per head, (batch, head, seq, dim) (the layout cuDNN's timings use): boxes of 64 rows
+//   mode 4  paged, page 16, pages in random order: per head, four 16-row pieces a tile (the kernel's paged tiles)
+//   mode 5  paged, page 16, random order: boxes of 16 rows x 4 heads (half a page's heads, one piece a tile)
+//
+// Build and run (on an H100):  nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Isrc -Iinclude \
+//     bench/probe_kv_stream.cu -o /tmp/probe && /tmp/probe [batch] [seqlen] [nheads_k]
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "kernels/common/ptx_sm90.cuh"
+
+namespace {
+
+namespace ptx = flashattn::ptx;
+
+constexpr int kHeadDim = 128, kBoxCols = 64, kHalves = kHeadDim / kBoxCols;
+constexpr int kTileRowsTimesHeads = 64;  // a K tile: 64 (row, head) pairs x 256 bytes = 16 KB, and the same of V
+constexpr int kTileBytes = kTileRowsTimesHeads * kHeadDim * 2;
+constexpr int kStages = 2;
+constexpr int kPage = 16;
+constexpr int kRepeats = 10;
+constexpr size_t kFlushBytes = size_t(256) << 20;
+
+struct Mode {
+    const char* name;
+    int rows, heads;  // of a box
+    bool head_major;  // (batch, head, seq, dim)
+    bool paged;
+};
+constexpr Mode kModes[] = {
+    {"per head, 64 rows x 1 head", 64, 1, false, false}, {"16 rows x 4 heads", 16, 4, false, false},
+    {"8 rows x 8 heads", 8, 8, false, false},            {"(b, h, s, d) layout, 64 rows", 64, 1, true, false},
+    {"paged 16, per head, 4 pieces", 16, 1, false, true}, {"paged 16, 16 rows x 4 heads", 16, 4, false, true},
+};
+
+struct Work {
+    int batch, seqlen, nheads, rows, heads;
+    bool paged;
+    const int* table;  // paged: (batch, seqlen / kPage) blocks
+};
+
+struct alignas(1024) Smem {
+    unsigned char k[kStages][kTileBytes];
+    unsigned char v[kStages][kTileBytes];
+    uint64_t full[kStages];
+};
+
+// A block: the (row, head) pairs of one head group and one slice of the sequence, tile after tile.
+__global__ void __launch_bounds__(32) stream_kernel(const __grid_constant__ CUtensorMap map_k,
+                                                    const __grid_constant__ CUtensorMap map_v, Work w) {
+    extern __shared__ unsigned char raw[];
+    auto& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) / 1024 * 1024);
+    if (threadIdx.x != 0) return;
+    const int groups = w.nheads / w.heads;
+    const int units_per_seq = gridDim.x / w.batch;  // head groups x sequence slices
+    const int b = blockIdx.x / units_per_seq, u = blockIdx.x % units_per_seq;
+    const int group = u % groups, slice = u / groups, slices = units_per_seq / groups;
+    const int slice_rows = w.seqlen / slices;
+    const int tile_rows = kTileRowsTimesHeads / w.heads;  // sequence rows a tile covers
+    const int tiles = slice_rows / tile_rows;
+    for (int st = 0; st < kStages; ++st) ptx::mbarrier_init(&s.full[st], 1);
+    ptx::fence_mbarrier_init();
+    for (int i = 0; i < tiles; ++i) {
+        const int st = i % kStages;
+        if (i >= kStages) ptx::mbarrier_wait(&s.full[st], (i / kStages - 1) % 2);
+        ptx::mbarrier_arrive_expect_tx(&s.full[st], 2 * kTileBytes);
+        const int row0 = slice * slice_rows + i * tile_rows;
+        const int boxes = tile_rows / w.rows;  // boxes along the sequence a tile
+        const int box_bytes = w.rows * w.heads * kBoxCols * 2;
+        for (int bx = 0; bx < boxes; ++bx) {
+            const int row = row0 + bx * w.rows;
+            int y = row, entry = b;
+            if (w.paged) y = row % kPage, entry = w.table[b * (w.seqlen / kPage) + row / kPage];
+            for (int h = 0; h < kHalves; ++h) {
+                unsigned char* dk = s.k[st] + (h * boxes + bx) * box_bytes;
+                unsigned char* dv = s.v[st] + (h * boxes + bx) * box_bytes;
+                ptx::tma_load_4d(dk, &map_k, &s.full[st], h * kBoxCols, y, group * w.heads, entry);
+                ptx::tma_load_4d(dv, &map_v, &s.full[st], h * kBoxCols, y, group * w.heads, entry);
+            }
+        }
+    }
+    for (int i = max(0, tiles - kStages); i < tiles; ++i)
+        ptx::mbarrier_wait(&s.full[i % kStages], (i / kStages) % 2);
+}
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// dims innermost first: (dim, rows, heads, entries); strides in elements (row, head, entry).
+CUtensorMap make_map(void* base, const uint64_t (&dims)[4], const uint64_t (&strides)[3], int box_rows, int box_heads) {
+    static EncodeTiled encode = [] {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult q{};
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+        return reinterpret_cast<EncodeTiled>(fn);
+    }();
+    const cuuint64_t d[4] = {dims[0], dims[1], dims[2], dims[3]};
+    const cuuint64_t st[3] = {strides[0] * 2, strides[1] * 2, strides[2] * 2};
+    const cuuint32_t box[4] = {kBoxCols, cuuint32_t(box_rows), cuuint32_t(box_heads), 1};
+    const cuuint32_t es[4] = {1, 1, 1, 1};
+    CUtensorMap m{};
+    const CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, base, d, st, box, es,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) std::printf("encode failed: %d\n", int(r));
+    return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const int batch = argc > 1 ? std::atoi(argv[1]) : 64;
+    const int seqlen = argc > 2 ? std::atoi(argv[2]) : 16384;
+    const int nheads = argc > 3 ? std::atoi(argv[3]) : 8;
+    const size_t elems = size_t(batch) * seqlen * nheads * kHeadDim;
+    void *k = nullptr, *v = nullptr, *flush = nullptr;
+    int* table = nullptr;
+    cudaMalloc(&k, elems * 2);
+    cudaMalloc(&v, elems * 2);
+    cudaMalloc(&flush, kFlushBytes);
+    cudaMemset(k, 1, elems * 2);
+    cudaMemset(v, 1, elems * 2);
+    const int pages = batch * seqlen / kPage;
+    std::vector<int> perm(pages);
+    for (int i = 0; i < pages; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
+    cudaMalloc(&table, pages * sizeof(int));
+    cudaMemcpy(table, perm.data(), pages * sizeof(int), cudaMemcpyHostToDevice);
+
+    const int smem = 100 * 1024;  // two blocks an SM, as the kernel
+    cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    const double bytes = 2.0 * elems * 2;
+    std::printf("batch %d, seqlen %d, nheads_k %d, head dim %d: %.1f MB of K and V\n", batch, seqlen, nheads, kHeadDim,
+                bytes / 1e6);
+    for (int m = 0; m < int(sizeof(kModes) / sizeof(kModes[0])); ++m) {
+        const Mode& mode = kModes[m];
+        uint64_t dims[4], strides[3];
+        const uint64_t d = kHeadDim;
+        if (mode.paged) {
+            dims[0] = d, dims[1] = kPage, dims[2] = nheads, dims[3] = pages;
+            strides[0] = nheads * d, strides[1] = d, strides[2] = kPage * nheads * d;
+        } else if (mode.head_major) {
+            dims[0] = d, dims[1] = seqlen, dims[2] = nheads, dims[3] = batch;
+            strides[0] = d, strides[1] = seqlen * d, strides[2] = nheads * seqlen * d;
+        } else {
+            dims[0] = d, dims[1] = seqlen, dims[2] = nheads, dims[3] = batch;
+            strides[0] = nheads * d, strides[1] = d, strides[2] = seqlen * nheads * d;
+        }
+        const CUtensorMap mk = make_map(k, dims, strides, mode.rows, mode.heads);
+        const CUtensorMap mv = make_map(v, dims, strides, mode.rows, mode.heads);
+        // The same block count for every mode: batch x nheads_k units, a head group's slices of the sequence.
+        const int groups = nheads / mode.heads;
+        const Work w{batch, seqlen, nheads, mode.rows, mode.heads, mode.paged, table};
+        const dim3 grid(batch * groups * mode.heads);
+        std::vector<float> ms;
+        for (int r = 0; r < kRepeats + 2; ++r) {
+            cudaMemsetAsync(flush, r, kFlushBytes);
+            cudaEventRecord(e0);
+            stream_kernel<<<grid, 32, smem>>>(mk, mv, w);
+            cudaEventRecord(e1);
+            cudaEventSynchronize(e1);
+            float t = 0;
+            cudaEventElapsedTime(&t, e0, e1);
+            if (r >= 2) ms.push_back(t);
+        }
+        const cudaError_t err = cudaGetLastError();
+        std::sort(ms.begin(), ms.end());
+        const double med = ms[ms.size() / 2];
+        std::printf("mode %d  %-32s %9.1f us  %.3f TB/s%s\n", m, mode.name, med * 1e3, bytes / (med * 1e-3) / 1e12,
+                    err == cudaSuccess ? "" : cudaGetErrorString(err));
+    }
+    return 0;
+}
