@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <sstream>
 #include <string>
 
@@ -261,41 +260,28 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
     return 1;
 }
 
-KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, bool counted_units) {
+KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n) {
     KvcPlan plan;
     const int64_t packed_rows = int64_t(p.seqlen_q) * (p.nheads / std::max(p.nheads_k, 1));
     const int64_t blocks = (packed_rows + kKvcBlockM - 1) / kKvcBlockM * p.batch * p.nheads_k;
     const int64_t key_tiles = (int64_t(p.seqlen_k) + block_n - 1) / block_n;  // of the cache's capacity
-    const int64_t slots = int64_t(sm_count) * std::max(blocks_per_sm, 1);
     int64_t splits = p.num_splits;
-    if (splits <= 0) splits = kvc_splits(blocks, key_tiles, sm_count, slots);
+    if (splits <= 0) splits = kvc_splits(blocks, key_tiles, sm_count, int64_t(sm_count) * std::max(blocks_per_sm, 1));
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
     if (p.seqlen_q == 0) plan.num_splits = 1;
-    // More units of work than resident blocks: a grid of resident blocks that draw units from a counter.
-    const int64_t units = blocks * plan.num_splits;
-    // FLASHATTN_KVC_PERSISTENT=0 keeps a block a unit (for comparison).
-    const char* persistent = std::getenv("FLASHATTN_KVC_PERSISTENT");
-    const bool counted = counted_units && !(persistent && std::strcmp(persistent, "0") == 0) && units > slots &&
-                         units <= std::numeric_limits<int>::max();
 
     const size_t q_rot_bytes =
         p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;
     const size_t rows = size_t(p.batch) * p.nheads * p.seqlen_q;
     const size_t o_bytes = plan.num_splits > 1 ? align_up(sizeof(float) * plan.num_splits * rows * p.head_dim_v) : 0;
     const size_t lse_bytes = plan.num_splits > 1 ? align_up(sizeof(float) * plan.num_splits * rows) : 0;
-    const size_t counter_bytes = counted ? align_up(sizeof(unsigned)) : 0;
-    plan.required_bytes = q_rot_bytes + o_bytes + lse_bytes;
-    plan.workspace_bytes = plan.required_bytes + counter_bytes;
+    plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes;
     if (p.workspace) {
         auto* base = static_cast<unsigned char*>(p.workspace);
         if (q_rot_bytes) plan.q_rot = base;
         if (o_bytes) plan.o_accum = reinterpret_cast<float*>(base + q_rot_bytes);
         if (lse_bytes) plan.lse_accum = reinterpret_cast<float*>(base + q_rot_bytes + o_bytes);
-        if (counted && p.workspace_bytes >= plan.workspace_bytes) {
-            plan.unit_counter = reinterpret_cast<unsigned*>(base + plan.required_bytes);
-            plan.resident_blocks = static_cast<int>(slots);
-        }
     }
     return plan;
 }
@@ -318,10 +304,10 @@ bool use_sm90_kvcache(const AttnParams& p) {
 // no kernel is compiled (the run is refused).
 KvcPlan kvc_plan_for(const AttnParams& p) {
     if (use_sm90_kvcache(p))
-        return make_kvc_plan(p, current_sm_count(), kvc_sm90_blocks_per_sm(p), kvc_sm90_block_n(p), true);
+        return make_kvc_plan(p, current_sm_count(), kvc_sm90_blocks_per_sm(p), kvc_sm90_block_n(p));
     const Sm80Launchers l = sm80_launchers_or_none(p);
     if (!l.kvc_blocks_per_sm) return KvcPlan{};
-    return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm(p), kKvcBlockN, false);
+    return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm(p), kKvcBlockN);
 }
 
 void launch_kvc(const AttnParams& p, const KvcPlan& plan) {
@@ -343,8 +329,7 @@ void run_kvcache(const AttnParams& p) {
     require_supported_device();
     sm80_launchers(p, "kv-cache forward");  // refuses, naming what is not compiled
     const KvcPlan plan = kvc_plan_for(p);
-    // Short of workspace_size()'s bytes by the unit counter alone, the Hopper kernel runs a block a unit.
-    if (p.workspace_bytes < plan.required_bytes || (plan.required_bytes > 0 && !p.workspace))
+    if (p.workspace_bytes < plan.workspace_bytes || (plan.workspace_bytes > 0 && !p.workspace))
         throw Error(Status::invalid_argument, "workspace: the kv-cache forward needs " +
                                                   std::to_string(plan.workspace_bytes) +
                                                   " bytes (workspace_size()), got " + std::to_string(p.workspace_bytes));
@@ -390,7 +375,7 @@ void run_packed_forward(const AttnParams& p) {
     KvcPlan plan = kvc_plan_for(run);
     // workspace_size() asks for the splits' partial results; a caller who passes no (or too little) workspace gets
     // the same result without splitting the keys.
-    if (p.workspace_bytes < plan.required_bytes || (plan.required_bytes > 0 && !p.workspace)) {
+    if (p.workspace_bytes < plan.workspace_bytes || (plan.workspace_bytes > 0 && !p.workspace)) {
         run.num_splits = 1;
         plan = kvc_plan_for(run);
     }

@@ -267,8 +267,7 @@ def test_decode_shapes_window_softcap_splits(device, seqlen_q):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("seqlen_q,page_size,rotary_dim", [(1, None, 0), (1, 16, 64), (4, 64, 0)])
 def test_more_units_than_resident_blocks_ragged(device, seqlen_q, page_size, rotary_dim):
-    # 40 sequences x 8 kv heads: more units of work than an H100 holds blocks, so the Hopper kernel's blocks draw
-    # units from its counter one after another (the next unit's queries loaded during the current one); ragged
-    # lengths make the units uneven.
+    # 40 sequences x 8 kv heads: more blocks than an H100 holds at once (two an SM), ragged lengths making them
+    # uneven, dense and paged caches, rotary on the queries.
     check(device, torch.bfloat16, batch=40, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,
           seqlen_cache=300, seqlen_new=seqlen_q, page_size=page_size, rotary_dim=rotary_dim, causal=True)

@@ -152,10 +152,9 @@ __device__ __forceinline__ TileRange split_tiles(int first, int last, int split,
     return TileRange{begin, min(last, begin + per_split)};
 }
 
-// One unit of work of a kv-cache attention kernel (the Ampere-class and the Hopper one): packed row block m_block of
-// (sequence, kv head) bh = b * nheads_k + hk, split `split` (the Ampere-class kernel's grid is (packed row blocks,
-// batch x kv heads, splits), a unit a block). Packed row r of (b, hk) is token r / heads_per_kv of query head
-// hk * heads_per_kv + r % heads_per_kv; the unit has rows [m0, m0 + rows), and its split the key tiles `tiles` (of
+// One block of a kv-cache attention kernel (the Ampere-class and the Hopper one): grid (packed row blocks, batch x kv
+// heads, splits). Packed row r of (sequence b, kv head hk) is token r / heads_per_kv of query head
+// hk * heads_per_kv + r % heads_per_kv; the block has rows [m0, m0 + rows), and its split the key tiles `tiles` (of
 // block_n keys; key column j is cache position leftpad + j) out of those its rows can see.
 struct KvcBlock {
     int split, b, hk, heads_per_kv, packed_rows, m0, rows;
@@ -163,13 +162,12 @@ struct KvcBlock {
     KeyRange first, last;  // keys visible to the block's first and last token (visible ranges grow with the token)
     TileRange tiles;
 
-    __device__ __forceinline__ KvcBlock(const AttnParams& p, int num_splits, int block_m, int block_n, int m_block,
-                                        int bh, int split_) {
-        split = split_;
-        b = bh / p.nheads_k, hk = bh % p.nheads_k;
+    __device__ __forceinline__ KvcBlock(const AttnParams& p, int num_splits, int block_m, int block_n) {
+        split = blockIdx.z;
+        b = blockIdx.y / p.nheads_k, hk = blockIdx.y % p.nheads_k;
         heads_per_kv = p.nheads / p.nheads_k;
         packed_rows = p.seqlen_q * heads_per_kv;
-        m0 = m_block * block_m;
+        m0 = blockIdx.x * block_m;
         rows = min(block_m, packed_rows - m0);
         seq = cache_seq(p, b);
         first = visible_keys(token_of(m0), p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);

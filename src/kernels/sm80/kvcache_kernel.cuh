@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
     // With splits, the combine (a programmatic dependent, kvcache_launch.cuh) may have its blocks launched now: they
     // wait for this grid's end on the GPU instead of being launched after it.
     if (plan.num_splits > 1) ptx::allow_dependent_launch();
-    const KvcBlock blk(p, plan.num_splits, T::kBlockM, T::kBlockN, blockIdx.x, blockIdx.y, blockIdx.z);
+    const KvcBlock blk(p, plan.num_splits, T::kBlockM, T::kBlockN);
     const int split = blk.split, b = blk.b, hk = blk.hk, heads_per_kv = blk.heads_per_kv;
     const int packed_rows = blk.packed_rows, m0 = blk.m0, rows = blk.rows;
     const CacheSeq seq = blk.seq;

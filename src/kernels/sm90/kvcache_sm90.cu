@@ -90,12 +90,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     launch_kvc_append<Elem>(p, plan, stream);
     if (p.seqlen_q == 0) return;
     const int packed_rows = p.seqlen_q * (p.nheads / p.nheads_k);
-    // A unit a block, or (more units than resident blocks) resident blocks drawing units from the zeroed counter.
-    dim3 grid((packed_rows + T::kBlockM - 1) / T::kBlockM, p.batch * p.nheads_k, plan.num_splits);
-    if (plan.unit_counter) {
-        check_cuda(cudaMemsetAsync(plan.unit_counter, 0, sizeof(unsigned), stream), "zeroing the kv-cache unit counter");
-        grid = dim3(plan.resident_blocks);
-    }
+    const dim3 grid((packed_rows + T::kBlockM - 1) / T::kBlockM, p.batch * p.nheads_k, plan.num_splits);
     kernel<<<grid, T::kThreads, kvc_sm90_smem_bytes<T>(), stream>>>(map_k, map_v, p, plan);
     check_cuda(cudaGetLastError(), "Hopper kv-cache attention kernel launch");
     g_launches.fetch_add(1, std::memory_order_relaxed);

@@ -58,50 +58,18 @@ struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, 
     static_assert((Base::kBlockN & (Base::kBlockN - 1)) == 0, "kvc_piece_rows halves the tile down to a piece");
 };
 
-// kQBuffers query tiles: a block runs one unit of work after another (kvcache_sm90_kernel), and the next unit's
-// queries arrive in the other buffer while the current one computes.
-constexpr int kQBuffers = 2;
-
 template <class T>
 struct KvcSm90Smem {
     using Elem = typename T::Elem;
-    alignas(kSm90SmemAlign) Elem q[kQBuffers][T::kBoxes][T::kQBoxElems];
+    alignas(kSm90SmemAlign) Elem q[T::kBoxes][T::kQBoxElems];
     alignas(kSm90SmemAlign) Elem k[T::kKStages][T::kBoxes][T::kKvBoxElems];
     alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxesV][T::kKvBoxElems];
     uint64_t k_full[T::kKStages], v_full[T::kVStages], k_empty[T::kKStages], v_empty[T::kVStages];
-    // The unit sequence, handed from the producer (which draws it) to the consumers: a ring of two.
-    uint64_t unit_full[2], unit_empty[2];
-    int unit[2];
 };
 template <class T>
 constexpr int kvc_sm90_smem_bytes() {
     return static_cast<int>(sizeof(KvcSm90Smem<T>)) + kSm90SmemAlign;  // room to align the dynamic base
 }
-
-// The units of work of a launch: (packed row block, sequence x kv head, split), the row block fastest, as a grid of
-// one unit a block would order them. With plan.unit_counter the grid is smaller than the units: a block starts at
-// unit blockIdx.x and draws each next one from the counter (which the launch zeroes), so blocks that finish early
-// (shorter caches) take more; without it, a unit a block.
-struct KvcUnits {
-    int m_blocks, bh, count;
-
-    __device__ __forceinline__ KvcUnits(const AttnParams& p, const KvcPlan& plan, int block_m) {
-        m_blocks = (p.seqlen_q * (p.nheads / p.nheads_k) + block_m - 1) / block_m;
-        bh = p.batch * p.nheads_k;
-        count = m_blocks * bh * plan.num_splits;
-    }
-    __device__ __forceinline__ int first(const KvcPlan& plan) const {
-        return plan.unit_counter ? blockIdx.x : blockIdx.x + m_blocks * (blockIdx.y + bh * blockIdx.z);
-    }
-    __device__ __forceinline__ int next(const KvcPlan& plan) const {
-        return plan.unit_counter ? int(gridDim.x + atomicAdd(plan.unit_counter, 1u)) : count;
-    }
-    __device__ __forceinline__ KvcBlock block(const AttnParams& p, const KvcPlan& plan, int unit, int block_m,
-                                              int block_n) const {
-        return KvcBlock(p, plan.num_splits, block_m, block_n, unit % m_blocks, (unit / m_blocks) % bh,
-                        unit / (m_blocks * bh));
-    }
-};
 
 // Producer lanes: the copies of one K or V tile (cache positions [pos0, pos0 + kBlockN)) into `boxes`, completing on
 // `full`. Dense: lane 0, one box a 64-column slice, at cache entry `where`. Paged (pieces > 0): lane j < pieces the
@@ -129,24 +97,6 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     }
 }
 
-// Start copying the unit's packed query rows into q tile `buf` (16-byte cp.async chunks placed in the 128-byte
-// swizzle: row r of a box holds chunk c at position c ^ (r % 8)); rows past the unit's, and columns past the head
-// dim, are zeros.
-template <class T, typename Elem>
-__device__ __forceinline__ void load_queries_async(typename KvcSm90Smem<T>::Elem (&q)[T::kBoxes][T::kQBoxElems],
-                                                   const AttnParams& p, const KvcQueries<Elem>& queries,
-                                                   const KvcBlock& blk, int tid) {
-    constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunks = T::kBlockM * T::kBoxes * kChunksPerBoxRow;
-    for (int i = tid; i < kChunks; i += T::kConsumerThreads) {
-        const int r = i / (T::kBoxes * kChunksPerBoxRow), bx = (i / kChunksPerBoxRow) % T::kBoxes;
-        const int c = i % kChunksPerBoxRow, col = bx * T::kBoxCols + c * 8;
-        const bool valid = r < blk.rows && col < p.head_dim;
-        const Elem* src = valid ? queries.row(blk, blk.m0 + r) + col : queries.q;
-        ptx::cp_async_16(ptx::smem_addr(q[bx]) + r * T::kRowBytes + ((c ^ (r % kChunksPerBoxRow)) * 16), src, valid);
-    }
-    ptx::cp_async_commit();
-}
-
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
@@ -160,8 +110,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                  kSm90SmemAlign * kSm90SmemAlign);
     // With splits, the combine (a programmatic dependent) may have its blocks launched now.
     if (plan.num_splits > 1) ptx::allow_dependent_launch();
-    const KvcUnits units(p, plan, T::kBlockM);
+    const KvcBlock blk(p, plan.num_splits, T::kBlockM, T::kBlockN);
+    const int split = blk.split, b = blk.b, hk = blk.hk, rows = blk.rows, m0 = blk.m0;
+    const CacheSeq seq = blk.seq;
+    const KeyRange first = blk.first, last = blk.last;
+    const int tile_begin = blk.tiles.begin, tiles = blk.tiles.end - blk.tiles.begin;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    auto token_of = [&](int packed) { return blk.token_of(packed); };
+    auto head_of = [&](int packed) { return blk.head_of(packed); };
 
     if (tid == 0) {
         for (int st = 0; st < T::kKStages; ++st) {
@@ -172,177 +128,142 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             ptx::mbarrier_init(&s.v_full[st], 1);
             ptx::mbarrier_init(&s.v_empty[st], T::kConsumerThreads / 32);
         }
-        for (int slot = 0; slot < 2; ++slot) {
-            ptx::mbarrier_init(&s.unit_full[slot], 1);
-            ptx::mbarrier_init(&s.unit_empty[slot], T::kConsumerThreads / 32);
-        }
         ptx::fence_mbarrier_init();
     }
     __syncthreads();  // the last block-wide barrier: the producer warp leaves the consumers after its loop
 
-    // ---- producer warp: for each unit, first the unit after it (for the consumers), then its K and V tiles ---------
-    // The rings' stage and phase count tiles across units (`it`), so a unit's first copies follow the previous
-    // unit's last ones with no gap.
+    // ---- producer warp ----------------------------------------------------------------------------------------------
     if (warp == T::kProducerWarp) {
-        int it = 0;
-        // Handoff n tells the consumers the unit after their n-th (slot n % 2, its (n / 2)-th use).
-        for (int unit = units.first(plan), n = 0; unit < units.count; ++n) {
-            int next = 0;
-            if (lane == 0) next = units.next(plan);
-            next = __shfl_sync(0xffffffffu, next, 0);
-            const int slot = n % 2;
-            if (n >= 2) ptx::mbarrier_wait(&s.unit_empty[slot], (n / 2 - 1) % 2);
-            if (lane == 0) {
-                s.unit[slot] = next;
-                ptx::mbarrier_arrive(&s.unit_full[slot]);  // a release: the consumers see the unit
+        const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
+        const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
+        const int piece_rows = table_row ? kvc_piece_rows(p.page_size, T::kBlockN) : T::kBlockN;
+        for (int i = 0; i < tiles; ++i) {
+            const int ks = i % T::kKStages, vs = i % T::kVStages;
+            const int n0 = (tile_begin + i) * T::kBlockN;
+            const int pos0 = seq.leftpad + n0;
+            // Paged: this lane's piece, and the block its page maps to (pieces past the sequence are skipped).
+            int where = entry, pieces = 0;
+            if (table_row) {
+                pieces = (min(T::kBlockN, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
+                where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
             }
-
-            const KvcBlock blk = units.block(p, plan, unit, T::kBlockM, T::kBlockN);
-            const int32_t* table_row = p.block_table ? p.block_table + blk.b * p.block_table_batch_stride : nullptr;
-            const int entry = p.cache_batch_idx ? p.cache_batch_idx[blk.b] : blk.b;
-            const int piece_rows = table_row ? kvc_piece_rows(p.page_size, T::kBlockN) : T::kBlockN;
-            for (int t = blk.tiles.begin; t < blk.tiles.end; ++t, ++it) {
-                const int ks = it % T::kKStages, vs = it % T::kVStages;
-                const int n0 = t * T::kBlockN;
-                const int pos0 = blk.seq.leftpad + n0;
-                // Paged: this lane's piece, and the block its page maps to (pieces past the sequence are skipped).
-                int where = entry, pieces = 0;
-                if (table_row) {
-                    pieces = (min(T::kBlockN, blk.seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
-                    where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
-                }
-                if (it >= T::kKStages) ptx::mbarrier_wait(&s.k_empty[ks], (it / T::kKStages - 1) % 2);
-                issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, table_row != nullptr,
-                                               p.page_size, piece_rows, pos0, pieces, blk.hk, where);
-                if (it >= T::kVStages) ptx::mbarrier_wait(&s.v_empty[vs], (it / T::kVStages - 1) % 2);
-                issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, table_row != nullptr,
-                                                p.page_size, piece_rows, pos0, pieces, blk.hk, where);
-            }
-            unit = next;
+            if (i >= T::kKStages) ptx::mbarrier_wait(&s.k_empty[ks], (i / T::kKStages - 1) % 2);
+            issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, table_row != nullptr,
+                                           p.page_size, piece_rows, pos0, pieces, hk, where);
+            if (i >= T::kVStages) ptx::mbarrier_wait(&s.v_empty[vs], (i / T::kVStages - 1) % 2);
+            issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, table_row != nullptr,
+                                            p.page_size, piece_rows, pos0, pieces, hk, where);
         }
         return;
     }
 
-    // ---- consumers ------------------------------------------------------------------------------------------------
+    // ---- consumers: Q's packed rows, gathered into the 128-byte swizzle (row r of a box: 16-byte chunk c at
+    // position c ^ (r % 8)); rows past the block's are zeros ---------------------------------------------------------
     const KvcQueries<Elem> queries(p, plan.q_rot);
+    {
+        constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunks = T::kBlockM * T::kBoxes * kChunksPerBoxRow;
+        for (int i = tid; i < kChunks; i += T::kConsumerThreads) {
+            const int r = i / (T::kBoxes * kChunksPerBoxRow), bx = (i / kChunksPerBoxRow) % T::kBoxes;
+            const int c = i % kChunksPerBoxRow, col = bx * T::kBoxCols + c * 8;
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (r < rows && col < p.head_dim) v = *reinterpret_cast<const uint4*>(queries.row(blk, m0 + r) + col);
+            ptx::st_shared_16(ptx::smem_addr(s.q[bx]) + r * T::kRowBytes + ((c ^ (r % kChunksPerBoxRow)) * 16), v);
+        }
+        ptx::fence_proxy_async_shared();  // wgmma reads Q through the async proxy
+        ptx::named_barrier_sync<1>(T::kConsumerThreads);
+    }
+
+    // Each thread's two rows (group and group + 8 of its warp's 16).
     const int group = lane / 4, tig = lane % 4;
+    const KvcRowPair row_pair = kvc_row_pair(p, b, hk, blk.heads_per_kv, blk.packed_rows, m0 + warp * 16 + group, seq.seqlen_k);
+
+    float acc_o[T::kMTiles][T::kDTiles][4];
+    float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
+    start_rows<T>(acc_o, row_max, row_sum);
+    auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
     const bool transform = p.softcap > 0.f || p.alibi_slopes != nullptr;
     const float exp2_mult = transform ? kLog2e : p.scale_log2;
     const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
-    const bool partial = plan.num_splits > 1;
-    const float max_to_natural = exp2_mult * kLn2;
+    const uint32_t q_smem = ptx::smem_addr(s.q[0]);  // one warpgroup: its 64 rows are the tile
     const bool warp_leader = lane == 0;
 
-    int unit = units.first(plan), it = 0;
-    if (unit < units.count)
-        load_queries_async<T>(s.q[0], p, queries, units.block(p, plan, unit, T::kBlockM, T::kBlockN), tid);
-    for (int n = 0; unit < units.count; ++n) {
-        const KvcBlock blk = units.block(p, plan, unit, T::kBlockM, T::kBlockN);
-        const int q_buf = n % kQBuffers;
-        // This unit's queries have landed (each thread its own copies; the fence and the barrier make them every
-        // thread's, and the async proxy's, that wgmma reads through). Past the barrier every warp has finished the
-        // previous unit, so its query tile may take the next unit's.
-        ptx::cp_async_wait<0>();
-        ptx::fence_proxy_async_shared();
-        ptx::named_barrier_sync<1>(T::kConsumerThreads);
-        const int slot = n % 2;
-        ptx::mbarrier_wait(&s.unit_full[slot], (n / 2) % 2);
-        const int next = s.unit[slot];
-        if (warp_leader) ptx::mbarrier_arrive(&s.unit_empty[slot]);
-        if (next < units.count)
-            load_queries_async<T>(s.q[(n + 1) % kQBuffers], p, queries,
-                                  units.block(p, plan, next, T::kBlockM, T::kBlockN), tid);
+    for (int i = 0; i < tiles; ++i) {
+        const int ks = i % T::kKStages, vs = i % T::kVStages;
+        const int n0 = (tile_begin + i) * T::kBlockN;
 
-        // Each thread's two rows (group and group + 8 of its warp's 16).
-        const KvcRowPair row_pair =
-            kvc_row_pair(p, blk.b, blk.hk, blk.heads_per_kv, blk.packed_rows, blk.m0 + warp * 16 + group,
-                         blk.seq.seqlen_k);
-        float acc_o[T::kMTiles][T::kDTiles][4];
-        float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
-        start_rows<T>(acc_o, row_max, row_sum);
-        auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
-        const uint32_t q_smem = ptx::smem_addr(s.q[q_buf][0]);  // one warpgroup: its 64 rows are the tile
+        float acc_s[T::kMTiles][T::kNTiles][4];
+        ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
+        issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[ks][0]));
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
+        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[ks]);
 
-        for (int t = blk.tiles.begin; t < blk.tiles.end; ++t, ++it) {
-            const int ks = it % T::kKStages, vs = it % T::kVStages;
-            const int n0 = t * T::kBlockN;
+        // Score modifiers, then the masks on tiles some row does not wholly see.
+        kvc_prepare_scores<T::kNTiles>(acc_s[0], p, row_pair, n0, tig, seq.seqlen_k, transform,
+                                       !(last.begin <= n0 && first.end >= n0 + T::kBlockN), softcap_in);
+        online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
+        uint32_t a_frag[T::kPvSteps][4];
+        pack_p<T>(a_frag, acc_s);
 
-            float acc_s[T::kMTiles][T::kNTiles][4];
-            ptx::mbarrier_wait(&s.k_full[ks], (it / T::kKStages) % 2);
-            issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[ks][0]));
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
-            if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[ks]);
-
-            // Score modifiers, then the masks on tiles some row does not wholly see.
-            kvc_prepare_scores<T::kNTiles>(acc_s[0], p, row_pair, n0, tig, blk.seq.seqlen_k, transform,
-                                           !(blk.last.begin <= n0 && blk.first.end >= n0 + T::kBlockN), softcap_in);
-            online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
-            uint32_t a_frag[T::kPvSteps][4];
-            pack_p<T>(a_frag, acc_s);
-
-            ptx::mbarrier_wait(&s.v_full[vs], (it / T::kVStages) % 2);
-            // V rows past the sequence hold another sequence's (or never written) values, or were not copied at
-            // all: P is 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
-            const int tail = blk.seq.seqlen_k - n0;
-            if (tail < T::kBlockN) {
-                constexpr int kChunksPerBoxRow = T::kRowBytes / 16;
-                const int chunks_per_box = (T::kBlockN - tail) * kChunksPerBoxRow;
-                const uint32_t base = ptx::smem_addr(s.v[vs][0]);
-                for (int c = tid; c < T::kBoxesV * chunks_per_box; c += T::kConsumerThreads) {
-                    const int bx = c / chunks_per_box, rest = c % chunks_per_box;
-                    ptx::st_shared_16(base + (bx * T::kBlockN + tail) * T::kRowBytes + rest * 16,
-                                      make_uint4(0, 0, 0, 0));
-                }
-                ptx::fence_proxy_async_shared();
-                ptx::named_barrier_sync<1>(T::kConsumerThreads);
+        ptx::mbarrier_wait(&s.v_full[vs], (i / T::kVStages) % 2);
+        // V rows past the sequence hold another sequence's (or never written) values, or were not copied at all: P is
+        // 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
+        const int tail = seq.seqlen_k - n0;
+        if (tail < T::kBlockN) {
+            constexpr int kChunksPerBoxRow = T::kRowBytes / 16;
+            const int chunks_per_box = (T::kBlockN - tail) * kChunksPerBoxRow;
+            const uint32_t base = ptx::smem_addr(s.v[vs][0]);
+            for (int c = tid; c < T::kBoxesV * chunks_per_box; c += T::kConsumerThreads) {
+                const int bx = c / chunks_per_box, rest = c % chunks_per_box;
+                ptx::st_shared_16(base + (bx * T::kBlockN + tail) * T::kRowBytes + rest * 16, make_uint4(0, 0, 0, 0));
             }
-            issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]));
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(o_flat);
-            if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
+            ptx::fence_proxy_async_shared();
+            ptx::named_barrier_sync<1>(T::kConsumerThreads);
         }
+        issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]));
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(o_flat);
+        if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
+    }
 
-        // ---- the unit's rows: normalised O and LSE, to the output or (splits) to the workspace ----------------------
-        Elem* out = static_cast<Elem*>(p.out) + blk.b * p.out_batch_stride;
+    // ---- epilogue: the rows' normalised O and LSE, to the output or (splits) to the workspace -----------------------
+    const bool partial = plan.num_splits > 1;
+    const float max_to_natural = exp2_mult * kLn2;
+    Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int local = warp * 16 + group + 8 * half;
-            if (local >= blk.rows) continue;
-            const int packed = blk.m0 + local;
-            const float sum = ptx::quad_sum(row_sum[0][half]);
-            const bool empty = !(sum > 0.f);  // saw no key
-            const float inv = empty ? 0.f : 1.f / sum;
-            const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[0][half] * max_to_natural + logf(sum);
-            if (partial) {
-                // A split that saw no key leaves O = 0 and LSE = -inf: the combine gives it weight 0.
-                const int64_t row_index =
-                    ((int64_t(blk.split) * p.batch + blk.b) * p.nheads + blk.head_of(packed)) * p.seqlen_q +
-                    blk.token_of(packed);
-                float* o = plan.o_accum + row_index * p.head_dim_v;
+    for (int half = 0; half < 2; ++half) {
+        const int local = warp * 16 + group + 8 * half;
+        if (local >= rows) continue;
+        const int packed = m0 + local;
+        const float sum = ptx::quad_sum(row_sum[0][half]);
+        const bool empty = !(sum > 0.f);  // saw no key
+        const float inv = empty ? 0.f : 1.f / sum;
+        const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[0][half] * max_to_natural + logf(sum);
+        if (partial) {
+            // A split that saw no key leaves O = 0 and LSE = -inf: the combine gives it weight 0.
+            const int64_t row_index =
+                ((int64_t(split) * p.batch + b) * p.nheads + head_of(packed)) * p.seqlen_q + token_of(packed);
+            float* o = plan.o_accum + row_index * p.head_dim_v;
 #pragma unroll
-                for (int dt = 0; dt < T::kDTiles; ++dt) {
-                    const int col = dt * 8 + 2 * tig;
-                    if (col < p.head_dim_v)
-                        *reinterpret_cast<float2*>(o + col) =
-                            make_float2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv);
-                }
-                if (tig == 0) plan.lse_accum[row_index] = lse;
-            } else {
-                Elem* o = out + blk.token_of(packed) * p.out_row_stride + blk.head_of(packed) * p.out_head_stride;
-#pragma unroll
-                for (int dt = 0; dt < T::kDTiles; ++dt) {
-                    const int col = dt * 8 + 2 * tig;
-                    if (col < p.head_dim_v)
-                        *reinterpret_cast<uint32_t*>(o + col) =
-                            ptx::pack2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv, Elem());
-                }
-                if (p.softmax_lse && tig == 0)
-                    p.softmax_lse[blk.b * p.lse_batch_stride + blk.head_of(packed) * p.lse_head_stride +
-                                  blk.token_of(packed)] = lse;
+            for (int dt = 0; dt < T::kDTiles; ++dt) {
+                const int col = dt * 8 + 2 * tig;
+                if (col < p.head_dim_v)
+                    *reinterpret_cast<float2*>(o + col) =
+                        make_float2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv);
             }
+            if (tig == 0) plan.lse_accum[row_index] = lse;
+        } else {
+            Elem* o = out + token_of(packed) * p.out_row_stride + head_of(packed) * p.out_head_stride;
+#pragma unroll
+            for (int dt = 0; dt < T::kDTiles; ++dt) {
+                const int col = dt * 8 + 2 * tig;
+                if (col < p.head_dim_v)
+                    *reinterpret_cast<uint32_t*>(o + col) =
+                        ptx::pack2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv, Elem());
+            }
+            if (p.softmax_lse && tig == 0)
+                p.softmax_lse[b * p.lse_batch_stride + head_of(packed) * p.lse_head_stride + token_of(packed)] = lse;
         }
-        unit = next;
     }
 #endif
 }
