@@ -45,7 +45,7 @@ __host__ __device__ constexpr int kvc_piece_rows(int page_size, int block_n) {
 }
 
 // kBlockN keys a tile, kKStages / kVStages stages of K / V tiles, kMinBlocks resident blocks an SM (the register cap).
-template <typename Elem_, int kHeadDim_, int kBlockN_ = 64, int kKStages_ = 2, int kVStages_ = 2, int kMinBlocks_ = 2>
+template <typename Elem_, int kHeadDim_, int kBlockN_, int kKStages_, int kVStages_, int kMinBlocks_>
 struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, kBlockN_> {
     using Base = Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, kBlockN_>;
     static constexpr int kKStages = kKStages_, kVStages = kVStages_;
