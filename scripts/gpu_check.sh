@@ -42,7 +42,9 @@ pack_logs() {
 }
 trap pack_logs EXIT
 
-export FLASHATTN_COMMIT=${FLASHATTN_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
+# Without FLASHATTN_COMMIT, the checkout's commit, marked "-dirty" where tracked files differ from it (a copied tree
+# whose git metadata lags behind its files reads so, rather than as the older commit).
+export FLASHATTN_COMMIT=${FLASHATTN_COMMIT:-$(git -C "$root" describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)}
 
 # ---- the machine -------------------------------------------------------------------------------------------------
 {
