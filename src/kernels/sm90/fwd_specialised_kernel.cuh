@@ -11,7 +11,8 @@
 //     kernel), the softmax rescales lazily (softmax_scores_lazy): O only when a row's maximum grew by 2^8 or more.
 //   taking turns (take_turns, a run-time choice): the consumer warpgroups issue their products one after the
 //     other, each waiting on its named barrier for the previous one's signal, so that one's softmax runs while the
-//     others' products keep the tensor cores busy rather than all asking for them at once.
+//     others' products keep the tensor cores busy rather than all asking for them at once. With two consumer
+//     warpgroups at head dims up to 128, a work tile's first and last products go outside the turns (kFreeEnds).
 //   persistence: a block loops over work tiles (sm90_tile: heaviest causal tiles first); launched with one block an
 //     SM, it keeps two Q tiles: the producer loads the next work tile's Q and first K/V stages while the consumers
 //     compute the current one, whose output is staged in its Q tile and stored by the copy engine; that Q tile goes
@@ -48,10 +49,16 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     // Turns go round the consumer warpgroups: w waits on barrier kTurnBarrier + w (its own 128 threads and the
     // signalling warpgroup's 128), then signals the next one's. The last warpgroup opens the first round and skips
     // its last signal, so every barrier phase a warpgroup waits for is completed exactly once.
+    // kFreeEnds: a work tile's first S product and last P V product are issued outside the turns, which then cover
+    // only the steps that issue both products. At a tile's end a warpgroup otherwise waited, before its next tile's
+    // first S, for the other warpgroup's last softmax and P V (bench/NOTES_sm90.md v16-v17); measured +2 to +4% at
+    // head dim 128 from 512 to 4k keys, neutral beyond; at head dim 64 (three consumer warpgroups) and 256 it was
+    // not ahead, so they keep every issue in turn.
+    constexpr bool kFreeEnds = T::kWarpgroups == 2 && T::kHeadDimV <= 128;
     constexpr int kTurnThreads = 256, kLastWg = T::kWarpgroups - 1;
     const int wg = tid / 128, next_wg = wg == kLastWg ? 0 : wg + 1;
     const int tiles = at.n_tile_end - at.n_tile_begin;
-    const int issues = tiles > 0 ? tiles + 1 : 0;
+    const int issues = kFreeEnds ? (tiles > 1 ? tiles - 1 : 0) : (tiles > 0 ? tiles + 1 : 0);  // those in turn
     int issued = 0;
     auto my_turn = [&] {
         if (take_turns) ptx::named_barrier_sync_nth<kTurnBarrier, T::kWarpgroups>(wg, kTurnThreads);
@@ -60,6 +67,13 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         ++issued;
         if (take_turns && (wg != kLastWg || issued < issues))
             ptx::named_barrier_arrive_nth<kTurnBarrier, T::kWarpgroups>(next_wg, kTurnThreads);
+    };
+    // The products at a work tile's ends, in turn unless kFreeEnds.
+    auto my_end_turn = [&] {
+        if constexpr (!kFreeEnds) my_turn();
+    };
+    auto your_end_turn = [&] {
+        if constexpr (!kFreeEnds) your_turn();
     };
     if (take_turns && wg == kLastWg && issues > 0) ptx::named_barrier_arrive<kTurnBarrier>(kTurnThreads);
 
@@ -114,9 +128,9 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     if (tiles > 0) {
         // Tile 0: S alone (O is still zero, so no rescale is pending).
         wait_k(0);
-        my_turn();
+        my_end_turn();
         issue_qk<T>(acc_s, q_smem, k_smem(0));
-        your_turn();
+        your_end_turn();
         ptx::wgmma_wait<0>();
         ptx::fence_registers(s_flat);
         release_k(0);
@@ -139,13 +153,20 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         your_turn();
         ptx::wgmma_wait<1>();                       // S(i) is done; the product may still run
         ptx::fence_registers(s_flat);
-        release_k(i);
         prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
         bool moved = true;  // this warp's running maximum, so O must be rescaled
         if constexpr (kLazyRescale)
             moved = softmax_scores_lazy<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
         else
             softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        // Where the wait for P V lands. ptxas hoisted it above the whole softmax, so a warpgroup's exponentials never
+        // ran under its own P V product; placed after them all, the rescale and the packing of P went onto the path
+        // to the next issue (bench/NOTES_sm90.md v11). K's release is a barrier operation the wait stays below, so
+        // it is made to depend on the first half-row's sum: ptxas then computes that half's exponentials (about
+        // half of them) before the release and the wait, the other half after, as the packing of P needs. A sum of
+        // exponentials is never negative, so the test always passes. Measured 1.024x over the sweep's 36 shapes
+        // (head dim 256 +4 to +8%, 128 +2 to +4% from 1k; v17).
+        if (!(row_sum[0][0] < 0.f)) release_k(i);
         ptx::wgmma_wait<0>();                       // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
         ptx::fence_registers(o_flat);
         release_v(i - 1);
@@ -166,9 +187,9 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
             zero_v_tail<T>(s.v[(kRingOffset + tiles - 1) % T::kVStages][0], at, tid, kConsumerThreads);
             ptx::named_barrier_sync<kZeroBarrier>(kConsumerThreads);
         }
-        my_turn();
+        my_end_turn();
         issue_pv<T>(acc_o, a_frag, v_smem(tiles - 1));
-        your_turn();
+        your_end_turn();
         ptx::wgmma_wait<0>();
         ptx::fence_registers(o_flat);
         release_v(tiles - 1);
@@ -283,7 +304,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
     ptx::setmaxnreg_inc<T::kConsumerRegs>();
     // Turns (consume_work_tile): in a work tile each consumer warpgroup issues tiles + 1 times (S(0), one per later
-    // tile, the last P V), the same count in every warpgroup of the block.
+    // tile, the last P V), tiles - 1 of them in turn where the ends are free; the same count in every warpgroup.
     static_assert(T::kWarpgroups == 2 || T::kWarpgroups == 3, "turns go round two or three consumer warpgroups");
     int store_pending = -1;  // the Q tile whose output stores have not been seen read (consume_work_tile)
     if constexpr (kPersistent) {
