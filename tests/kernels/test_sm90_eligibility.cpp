@@ -145,8 +145,8 @@ TEST(Sm90Eligibility, DefaultScheduleFollowsHeadDimAndMeanVisibleKeys) {
 }
 
 // The wide key tiles by default (sm90_wide_key_tiles, FLASHATTN_SM90_BLOCK_N unset): without masks from 4096 keys up
-// to head dim 128 and at any length at 256; with a causal mask at 256 alone, where rows see 1024 keys or more on
-// average; never with a window.
+// to head dim 128 and at any length at 256; with a causal mask where rows see 1024 keys or more on average at 256,
+// 4096 or more at 65-128 (64 keeps its own tiles); never with a window.
 TEST(Sm90Eligibility, WideKeyTilesFollowMasksHeadDimAndLength) {
     if (std::getenv("FLASHATTN_SM90_BLOCK_N") || std::getenv("FLASHATTN_SM90_PERSISTENT"))
         GTEST_SKIP() << "FLASHATTN_SM90_BLOCK_N or FLASHATTN_SM90_PERSISTENT is set";
@@ -158,7 +158,10 @@ TEST(Sm90Eligibility, WideKeyTilesFollowMasksHeadDimAndLength) {
     constexpr int kUnbounded = -1, kCausal = 0;
     EXPECT_FALSE(wide(2048, 128, kUnbounded, kUnbounded));
     EXPECT_TRUE(wide(4096, 128, kUnbounded, kUnbounded));
-    EXPECT_FALSE(wide(16384, 128, kUnbounded, kCausal));
+    EXPECT_FALSE(wide(4096, 128, kUnbounded, kCausal));   // 2048 keys a row on average
+    EXPECT_TRUE(wide(8192, 128, kUnbounded, kCausal));    // 4096
+    EXPECT_TRUE(wide(16384, 96, kUnbounded, kCausal));
+    EXPECT_FALSE(wide(16384, 64, kUnbounded, kCausal));
     EXPECT_TRUE(wide(512, 256, kUnbounded, kUnbounded));
     EXPECT_FALSE(wide(1024, 256, kUnbounded, kCausal));  // 512 keys a row on average
     EXPECT_TRUE(wide(2048, 256, kUnbounded, kCausal));   // 1024

@@ -143,12 +143,17 @@ constexpr int kWideMinKeys = 4096;
 // v8: +4.0% at 2k, +6.2% at 4k, +6.6% at 8k, +9.0% at 16k causal; -3.9% at 512). Up to head dim 128 they do not
 // (-4 to -13% at 512-2k causal, even at 8k-16k).
 constexpr int64_t kHugeWideCausalMinMeanKeys = 1024;
+// Above head dim 64 up to 128, since the wait for P V sits below half of the exponentials (bench/NOTES_sm90.md v17),
+// the 176-key tiles pay with a causal mask too where rows see 4096 keys or more on average: interleaved A/B, wide /
+// 128 keys, +2.2% at 8k and +6.4% at 16k causal (before that change they lost there, v8).
+constexpr int64_t kLargeWideCausalMinMeanKeys = 4096;
 bool wide_key_tiles(const AttnParams& p, int64_t mean_keys, bool persistent) {
     const std::string forced = env_value("FLASHATTN_SM90_BLOCK_N");
     if (forced == "128" || persistent) return false;
     if (forced == "wide") return true;  // masks too: the mask edges then cross the wide tiles
     const bool causal_only = p.window_left < 0 && p.window_right == 0;
     if (p.head_dim > kLargeBucket && causal_only) return mean_keys >= kHugeWideCausalMinMeanKeys;
+    if (p.head_dim > kSmallBucket && causal_only && mean_keys >= kLargeWideCausalMinMeanKeys) return true;
     if (p.window_left >= 0 || p.window_right >= 0) return false;
     return p.head_dim > kLargeBucket || p.seqlen_k >= kWideMinKeys;
 }
