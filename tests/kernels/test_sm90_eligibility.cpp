@@ -146,7 +146,7 @@ TEST(Sm90Eligibility, DefaultScheduleFollowsHeadDimAndMeanVisibleKeys) {
 
 // The wide key tiles by default (sm90_wide_key_tiles, FLASHATTN_SM90_BLOCK_N unset): without masks from 4096 keys up
 // to head dim 128 and at any length at 256; with a causal mask where rows see 1024 keys or more on average at 256,
-// 4096 or more at 65-128 (64 keeps its own tiles); never with a window.
+// 4096 or more at 65-128 (not at 64); never with a window.
 TEST(Sm90Eligibility, WideKeyTilesFollowMasksHeadDimAndLength) {
     if (std::getenv("FLASHATTN_SM90_BLOCK_N") || std::getenv("FLASHATTN_SM90_PERSISTENT"))
         GTEST_SKIP() << "FLASHATTN_SM90_BLOCK_N or FLASHATTN_SM90_PERSISTENT is set";

@@ -140,12 +140,11 @@ bool persistent_wanted(const AttnParams& p, int64_t mean_keys) {
 // seqlen 512, 0.960 at 1k, 0.985 at 2k, 1.006 at 4k (and +7% at 8k in a full sweep).
 constexpr int kWideMinKeys = 4096;
 // At head dim 256 the 80-key tiles pay with a causal mask too once rows see 1024 keys on average (interleaved A/B,
-// v8: +4.0% at 2k, +6.2% at 4k, +6.6% at 8k, +9.0% at 16k causal; -3.9% at 512). Up to head dim 128 they do not
-// (-4 to -13% at 512-2k causal, even at 8k-16k).
+// v8: +4.0% at 2k, +6.2% at 4k, +6.6% at 8k, +9.0% at 16k causal; -3.9% at 512).
 constexpr int64_t kHugeWideCausalMinMeanKeys = 1024;
-// Above head dim 64 up to 128, since the wait for P V sits below half of the exponentials (bench/NOTES_sm90.md v17),
-// the 176-key tiles pay with a causal mask too where rows see 4096 keys or more on average: interleaved A/B, wide /
-// 128 keys, +2.2% at 8k and +6.4% at 16k causal (before that change they lost there, v8).
+// Above head dim 64 up to 128 they lost with a causal mask in v8 (-4 to -13% at 512-2k, and at 8k-16k). Since the
+// wait for P V sits below half of the exponentials (bench/NOTES_sm90.md v17) they pay where rows see 4096 keys or
+// more on average: interleaved A/B, wide / 128 keys, +2.2% / +2.7% at 8k and +6.4% / +4.6% at 16k causal (two runs).
 constexpr int64_t kLargeWideCausalMinMeanKeys = 4096;
 bool wide_key_tiles(const AttnParams& p, int64_t mean_keys, bool persistent) {
     const std::string forced = env_value("FLASHATTN_SM90_BLOCK_N");

@@ -51,9 +51,9 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     // its last signal, so every barrier phase a warpgroup waits for is completed exactly once.
     // kFreeEnds: a work tile's first S product and last P V product are issued outside the turns, which then cover
     // only the steps that issue both products. At a tile's end a warpgroup otherwise waited, before its next tile's
-    // first S, for the other warpgroup's last softmax and P V (bench/NOTES_sm90.md v16-v17); measured +2 to +4% at
-    // head dim 128 from 512 to 4k keys, neutral beyond; at head dim 64 (three consumer warpgroups) and 256 it was
-    // not ahead, so they keep every issue in turn.
+    // first S, for the other warpgroup's last softmax and P V (bench/NOTES_sm90.md v16-v17); measured +2.9% and
+    // +0.7% on average at head dim 128 from 512 to 4k keys in two runs, neutral beyond; at head dim 64 (three
+    // consumer warpgroups) and 256 it was not ahead, so they keep every issue in turn.
     constexpr bool kFreeEnds = T::kWarpgroups == 2 && T::kHeadDimV <= 128;
     constexpr int kTurnThreads = 256, kLastWg = T::kWarpgroups - 1;
     const int wg = tid / 128, next_wg = wg == kLastWg ? 0 : wg + 1;
