@@ -98,8 +98,13 @@ if [ "$cc_now" = 90 ]; then
     --timeout 120 -R 'GpuForward\.|GpuEdge|GpuLse|GpuBackward|GpuVarlen|GpuDropout|GpuAttnProbs|GpuDeterministic' > "$out/test_sm80.log" 2>&1
   note "tests with FLASHATTN_FORWARD_PATH=sm80 FLASHATTN_FORWARD_PACKED=0: $(grep -E 'tests passed|tests failed' "$out/test_sm80.log" | tail -1) in $(( $(date +%s) - t0 )) s"
   grep -E '^\s+[0-9]+ - .*(Failed|Not Run|Timeout)' "$out/test_sm80.log" | head -20 | tee -a "$summary"
-  command -v cuobjdump >/dev/null && note "HGMMA instructions in the Hopper forward: $(cuobjdump -sass \
-    "$build/CMakeFiles/flashattn_objects.dir/src/kernels/sm90/fwd_launch.cu.o" 2>/dev/null | grep -c HGMMA)"
+  if command -v cuobjdump >/dev/null; then
+    fwd90_obj="$build/CMakeFiles/flashattn_objects.dir/src/kernels/sm90/fwd_launch.cu.o"
+    note "HGMMA instructions in the Hopper forward: $(cuobjdump -sass "$fwd90_obj" 2>/dev/null | grep -c HGMMA)"
+    # Where ptxas put each main loop's P V wait (bench/NOTES_sm90.md v17): exponentials before it / in the loop.
+    cuobjdump -sass "$fwd90_obj" 2>/dev/null | python3 "$root/scripts/sass_pv_wait.py" > "$out/sass_pv_wait.txt" 2>&1
+    note "exponentials before the P V wait / in the main loop (bf16): $(grep '^bf16' "$out/sass_pv_wait.txt" | paste -sd ';' - | sed 's/;/; /g')"
+  fi
 fi
 
 # ---- the Python package, installed as a user installs it -----------------------------------------------------------
