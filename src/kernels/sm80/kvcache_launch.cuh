@@ -108,23 +108,28 @@ inline void require_kvc_grid_rows(const AttnParams& p) {
                                              std::to_string(kMaxGridY) + " (one block row per sequence and kv head)");
 }
 
-template <class T>
-void launch_kvc_shape(const AttnParams& p, const KvcPlan& plan) {
-    using Elem = typename T::Elem;
-    const auto stream = static_cast<cudaStream_t>(p.stream);
-    require_kvc_grid_rows(p);
-
-    // Everything that can fail before the append writes the cache: nothing is written on error.
-    const auto kernel = prepared_kvcache_kernel<T>();
-
+// A kv-cache call's launches, for both attention kernels: the append, then (where there are queries) the attention
+// kernel by `attend(grid)` on its grid of (packed row blocks of block_m, batch x kv heads, splits), which KvcBlock
+// reads back, then the combine. Whatever can fail goes before this: the append writes the cache.
+template <typename Elem, class Attend>
+void launch_kvc_steps(const AttnParams& p, const KvcPlan& plan, cudaStream_t stream, int block_m, Attend&& attend) {
     launch_kvc_append<Elem>(p, plan, stream);
     if (p.seqlen_q == 0) return;
-
     const int packed_rows = p.seqlen_q * (p.nheads / p.nheads_k);
-    const dim3 grid((packed_rows + T::kBlockM - 1) / T::kBlockM, p.batch * p.nheads_k, plan.num_splits);
-    kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, plan);
-    check_cuda(cudaGetLastError(), "kv-cache attention kernel launch");
+    attend(dim3((packed_rows + block_m - 1) / block_m, p.batch * p.nheads_k, plan.num_splits));
     launch_kvc_combine<Elem>(p, plan, stream);
+}
+
+template <class T>
+void launch_kvc_shape(const AttnParams& p, const KvcPlan& plan) {
+    const auto stream = static_cast<cudaStream_t>(p.stream);
+    require_kvc_grid_rows(p);
+    // Everything that can fail before the append writes the cache: nothing is written on error.
+    const auto kernel = prepared_kvcache_kernel<T>();
+    launch_kvc_steps<typename T::Elem>(p, plan, stream, T::kBlockM, [&](dim3 grid) {
+        kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, plan);
+        check_cuda(cudaGetLastError(), "kv-cache attention kernel launch");
+    });
 }
 
 template <ElemType kElem, int kHeadDim>

@@ -76,7 +76,6 @@ int blocks_per_sm() {
 
 template <class T>
 void launch(const AttnParams& p, const KvcPlan& plan) {
-    using Elem = typename T::Elem;
     const auto stream = static_cast<cudaStream_t>(p.stream);
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
@@ -86,15 +85,11 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
     const CUtensorMap map_k = make_tensor_map_4d_sw128(p.k, p.dtype, gk.dims, gk.strides, T::kBoxCols, box_rows);
     const CUtensorMap map_v = make_tensor_map_4d_sw128(p.v, p.dtype, gv.dims, gv.strides, T::kBoxCols, box_rows);
-
-    launch_kvc_append<Elem>(p, plan, stream);
-    if (p.seqlen_q == 0) return;
-    const int packed_rows = p.seqlen_q * (p.nheads / p.nheads_k);
-    const dim3 grid((packed_rows + T::kBlockM - 1) / T::kBlockM, p.batch * p.nheads_k, plan.num_splits);
-    kernel<<<grid, T::kThreads, kvc_sm90_smem_bytes<T>(), stream>>>(map_k, map_v, p, plan);
-    check_cuda(cudaGetLastError(), "Hopper kv-cache attention kernel launch");
-    g_launches.fetch_add(1, std::memory_order_relaxed);
-    launch_kvc_combine<Elem>(p, plan, stream);
+    launch_kvc_steps<typename T::Elem>(p, plan, stream, T::kBlockM, [&](dim3 grid) {
+        kernel<<<grid, T::kThreads, kvc_sm90_smem_bytes<T>(), stream>>>(map_k, map_v, p, plan);
+        check_cuda(cudaGetLastError(), "Hopper kv-cache attention kernel launch");
+        g_launches.fetch_add(1, std::memory_order_relaxed);
+    });
 }
 
 int bucket_of(const AttnParams& p) {
