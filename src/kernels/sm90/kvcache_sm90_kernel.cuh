@@ -232,10 +232,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
+        // The quad's sum first, by every lane: the shuffle is a full-warp one, so no lane may have left for a row
+        // past the block's (with only some of the warp's rows in the block, half a warp would wait there for lanes
+        // that never come).
+        const float sum = ptx::quad_sum(row_sum[0][half]);
         const int local = warp * 16 + group + 8 * half;
         if (local >= rows) continue;
         const int packed = m0 + local;
-        const float sum = ptx::quad_sum(row_sum[0][half]);
         const bool empty = !(sum > 0.f);  // saw no key
         const float inv = empty ? 0.f : 1.f / sum;
         const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[0][half] * max_to_natural + logf(sum);
