@@ -31,6 +31,9 @@ build_lib() {  # into $work/lib_$1.so
   note "build $1: $(( $(date +%s) - t0 )) s"
 }
 
+# The machine's own state first: a slow GPU makes every variant slow and the ratios noise.
+python3 "$root/scripts/gpu_sanity.py" 2>&1 | tee -a "$summary"
+
 variants=(base)
 declare -A lib_of=([base]=base) env_of=([base]="")
 build_lib base || exit 1
@@ -57,6 +60,7 @@ if [ -n "${AB_INTERLEAVED_ARGS:-}" ]; then  # every variant in one process, inte
      --json "$work/interleaved.json") > "$work/interleaved.log" 2>&1
   note "interleaved A/B (${variants[*]}): rc $? in $(( $(date +%s) - t0 )) s"
   cat "$work/interleaved.log" | tee -a "$summary"
+  python3 "$root/scripts/gpu_sanity.py" 2>&1 | tee -a "$summary"  # and after: did it change under the run?
   exit 0
 fi
 
