@@ -88,19 +88,14 @@ __device__ __forceinline__ float scaled_max(float max, float exp2_mult) {
     return max == -INFINITY ? 0.f : max * exp2_mult;
 }
 // The maximum of S over this tile's keys in one row of m16 tile mt (half 0: the fragment's row `group`, 1: group + 8),
-// across the quad of threads that hold the row. Reduced as a tree: the compiler keeps the order of fmaxf calls, and
-// a running maximum is a chain of kNTiles * 2 dependent instructions on the softmax's critical path (at 176 keys, 44;
-// the tree's depth is 6).
+// across the quad of threads that hold the row.
 template <class T>
 __device__ __forceinline__ float row_tile_max(const float (&acc_s)[T::kMTiles][T::kNTiles][4], int mt, int half) {
-    float m[T::kNTiles];
+    float tile_max = -INFINITY;
 #pragma unroll
-    for (int nt = 0; nt < T::kNTiles; ++nt) m[nt] = fmaxf(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1]);
-#pragma unroll
-    for (int width = 1; width < T::kNTiles; width *= 2)
-#pragma unroll
-        for (int nt = 0; nt + width < T::kNTiles; nt += 2 * width) m[nt] = fmaxf(m[nt], m[nt + width]);
-    return ptx::quad_max(m[0]);
+    for (int nt = 0; nt < T::kNTiles; ++nt)
+        tile_max = fmaxf(tile_max, fmaxf(acc_s[mt][nt][2 * half], acc_s[mt][nt][2 * half + 1]));
+    return ptx::quad_max(tile_max);
 }
 // P = exp2(S * exp2_mult - max_scaled) in place over that row's scores held by this thread; returns their sum.
 template <class T>
