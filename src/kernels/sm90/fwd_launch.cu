@@ -31,7 +31,6 @@
 #include "kernels/common/elem_type.cuh"
 #include "kernels/sm90/fwd_kernel.cuh"
 #include "kernels/sm90/fwd_specialised_kernel.cuh"
-#include "kernels/sm90/fwd_tail_split.cuh"
 #include "kernels/sm90/fwd_sm90.h"
 #include "kernels/sm90/tensor_map.h"
 
@@ -187,60 +186,6 @@ LaunchPlan launch_plan(const AttnParams& p) {
     return plan;
 }
 
-// ----- the last wave's split (fwd_tail_split.cuh) -------------------------------------------------------------------
-
-// The one-tile kernel, where every work tile sees the same keys (no causal or window mask, no varlen): with more tiles
-// than SMs and a partly full last wave of r tiles, those r tiles run as k parts each, k (up to kTailMaxParts)
-// minimising the last wave's time, ceil(r k / SMs) / k of a tile (2048 tiles on 132 SMs: r = 68, fifths, 0.6), where
-// that is at most kTailMaxCost and every part gets at least kTailMinPartTiles key tiles.
-// FLASHATTN_SM90_TAIL_SPLIT: "0" never; "R,K" the last R tiles in K parts wherever a split can run (the tests).
-constexpr int kTailMaxParts = 8, kTailMinPartTiles = 2;
-constexpr double kTailMaxCost = 0.8;
-std::atomic<int64_t> g_tail_splits{0};
-
-template <class T>
-Sm90TailSplit tail_split_of(const AttnParams& p, bool persistent) {
-    Sm90TailSplit split;
-    if (T::kSchedule != Sm90Schedule::specialised || persistent) return split;
-    if (p.causal || p.window_left >= 0 || p.window_right >= 0 || p.is_varlen || p.seqused_k || p.seqlen_k <= 0)
-        return split;
-    const int64_t total = int64_t((p.seqlen_q + T::kBlockM - 1) / T::kBlockM) * p.batch * p.nheads;
-    const int key_tiles = (p.seqlen_k + T::kBlockN - 1) / T::kBlockN;
-    const std::string forced = env_value("FLASHATTN_SM90_TAIL_SPLIT");
-    if (forced == "0") return split;
-    int64_t tiles = 0;
-    int parts = 1;
-    if (!forced.empty()) {
-        const size_t comma = forced.find(',');
-        if (comma == std::string::npos) return split;
-        tiles = std::min<int64_t>(std::atoll(forced.c_str()), total);
-        parts = std::atoi(forced.c_str() + comma + 1);
-        if (tiles <= 0 || parts < 2 || parts > kTailMaxParts || !sm90_parts_fill(key_tiles, parts)) return split;
-    } else {
-        const int64_t sms = current_device_props().sm_count;
-        if (sms <= 0 || total < sms || total % sms == 0) return split;
-        tiles = total % sms;
-        double best = 1.0;
-        for (int k = 2; k <= kTailMaxParts; ++k) {
-            if (!sm90_parts_fill(key_tiles, k) || key_tiles / k < kTailMinPartTiles) continue;
-            const double cost = double((tiles * k + sms - 1) / sms) / k;
-            if (cost < best - 1e-9) best = cost, parts = k;
-        }
-        if (parts < 2 || best > kTailMaxCost) return Sm90TailSplit{};
-    }
-    split.first = static_cast<int>(total - tiles);
-    split.tiles = static_cast<int>(tiles);
-    split.parts = parts;
-    return split;
-}
-// Its workspace: the parts' fp32 rows, then their LSEs.
-template <class T>
-size_t tail_split_bytes(const Sm90TailSplit& split) {
-    if (split.parts <= 1) return 0;
-    const size_t rows = size_t(split.tiles) * split.parts * T::kBlockM;
-    return rows * T::kHeadDimV * sizeof(float) + rows * sizeof(float);
-}
-
 // ----- the launch ---------------------------------------------------------------------------------------------------
 
 std::atomic<int64_t> g_launches{0};
@@ -306,27 +251,9 @@ void launch(const AttnParams& p, const LaunchPlan& plan) {
     if constexpr (T::kSchedule == Sm90Schedule::specialised) {
         // Work tiles over a 1-D grid: one block a tile, or (persistent) one block an SM looping over them.
         const int64_t tiles = int64_t(m_blocks) * p.batch * p.nheads;
-        // The last wave's split, where the caller's workspace has room for it (else the tiles run whole).
-        Sm90TailSplit split = tail_split_of<T>(p, persistent);
-        const size_t split_bytes = tail_split_bytes<T>(split);
-        if (split_bytes > 0 && (!p.workspace || p.workspace_bytes < split_bytes ||
-                                reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0))
-            split = Sm90TailSplit{};
-        if (split.parts > 1) {
-            split.o = static_cast<float*>(p.workspace);
-            split.lse = split.o + size_t(split.tiles) * split.parts * T::kBlockM * T::kHeadDimV;
-        }
-        const int64_t blocks = persistent ? std::min<int64_t>(tiles, current_device_props().sm_count)
-                                          : tiles + int64_t(split.tiles) * (split.parts - 1);
+        const int64_t blocks = persistent ? std::min<int64_t>(tiles, current_device_props().sm_count) : tiles;
         kernel<<<static_cast<unsigned>(blocks), T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(
-            map_q, map_k, map_v, map_o, p, plan.take_turns, split);
-        if (split.parts > 1) {
-            check_cuda(cudaGetLastError(), "Hopper forward kernel launch");
-            const dim3 combine_grid(split.tiles, T::kBlockM / kTailCombineWarps);
-            sm90_tail_combine<T><<<combine_grid, kTailCombineWarps * 32, 0, static_cast<cudaStream_t>(p.stream)>>>(
-                p, split, m_blocks);
-            g_tail_splits.fetch_add(1, std::memory_order_relaxed);
-        }
+            map_q, map_k, map_v, map_o, p, plan.take_turns);
     } else {
         kernel<<<grid, T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(map_q, map_k, map_v, p);
     }
@@ -334,57 +261,37 @@ void launch(const AttnParams& p, const LaunchPlan& plan) {
     g_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
-// f(TraitsOf<T>{}) with the traits p's launch takes (launch_fwd_sm90, and the workspace query beside it).
-template <class T>
-struct TraitsOf {
-    using type = T;
-};
-template <ElemType kElem, int kWarpgroups, Sm90Schedule kSchedule, int kBlockN, class F>
-void visit_shape(const AttnParams& p, F&& f) {
+template <ElemType kElem, int kWarpgroups, Sm90Schedule kSchedule, int kBlockN>
+void launch_shape(const AttnParams& p, const LaunchPlan& plan) {
     using Elem = ElemOf<kElem>;
     if (p.head_dim <= kSmallBucket)
-        f(TraitsOf<Sm90FwdTraits<Elem, kSmallBucket, kWarpgroups, kSchedule, kBlockN>>{});
+        launch<Sm90FwdTraits<Elem, kSmallBucket, kWarpgroups, kSchedule, kBlockN>>(p, plan);
     else
-        f(TraitsOf<Sm90FwdTraits<Elem, kLargeBucket, kWarpgroups, kSchedule, kBlockN>>{});
+        launch<Sm90FwdTraits<Elem, kLargeBucket, kWarpgroups, kSchedule, kBlockN>>(p, plan);
 }
 
-template <ElemType kElem, class F>
-void visit_traits(const AttnParams& p, const LaunchPlan& plan, F&& f) {
+template <ElemType kElem>
+void launch_dtype(const AttnParams& p, const LaunchPlan& plan) {
     using Elem = ElemOf<kElem>;
     constexpr auto kSpecialised = Sm90Schedule::specialised;
     if (wide_qk_narrow_v(p)) {
-        f(TraitsOf<Sm90FwdTraits<Elem, kWideQkBucket, 2, kSpecialised, 128, kLargeBucket>>{});
+        launch<Sm90FwdTraits<Elem, kWideQkBucket, 2, kSpecialised, 128, kLargeBucket>>(p, plan);
     } else if (p.head_dim > kLargeBucket) {
         if (plan.wide)
-            f(TraitsOf<Sm90FwdTraits<Elem, kHugeBucket, 2, kSpecialised, kHugeWideBlockN>>{});
+            launch<Sm90FwdTraits<Elem, kHugeBucket, 2, kSpecialised, kHugeWideBlockN>>(p, plan);
         else
-            f(TraitsOf<Sm90FwdTraits<Elem, kHugeBucket, 2, kSpecialised, kHugeBlockN>>{});
+            launch<Sm90FwdTraits<Elem, kHugeBucket, 2, kSpecialised, kHugeBlockN>>(p, plan);
     } else if (plan.schedule == "specialised3" && p.head_dim <= kSmallBucket) {
-        f(TraitsOf<Sm90FwdTraits<Elem, kSmallBucket, 3, kSpecialised, kThreeWgBlockN>>{});
+        launch<Sm90FwdTraits<Elem, kSmallBucket, 3, kSpecialised, kThreeWgBlockN>>(p, plan);
     } else if (plan.schedule == "specialised" || plan.schedule == "specialised_free" ||
                plan.schedule == "specialised3") {  // specialised3 is compiled at head dim 64 alone
         if (plan.wide)
-            visit_shape<kElem, 2, kSpecialised, kWideBlockN>(p, f);
+            launch_shape<kElem, 2, kSpecialised, kWideBlockN>(p, plan);
         else
-            visit_shape<kElem, 2, kSpecialised, 128>(p, f);
+            launch_shape<kElem, 2, kSpecialised, 128>(p, plan);
     } else {
-        visit_shape<kElem, 1, Sm90Schedule::serial, 64>(p, f);
+        launch_shape<kElem, 1, Sm90Schedule::serial, 64>(p, plan);
     }
-}
-template <class F>
-void visit_traits(const AttnParams& p, const LaunchPlan& plan, F&& f) {
-    if (p.dtype == ElemType::bf16)
-        visit_traits<ElemType::bf16>(p, plan, f);
-    else
-        visit_traits<ElemType::f16>(p, plan, f);
-}
-
-// Whether the launch of T for this plan runs the persistent kernel (launch's rule).
-template <class T>
-bool runs_persistent(const LaunchPlan& plan) {
-    constexpr bool kWideTiles = T::kBlockN == kWideBlockN || T::kBlockN == kHugeWideBlockN;
-    return T::kSchedule == Sm90Schedule::specialised && !kWideTiles && T::kWarpgroups == 2 &&
-           T::kHeadDim <= kLargeBucket && T::kHeadDimV == T::kHeadDim && plan.persistent;
 }
 
 }  // namespace
@@ -425,20 +332,11 @@ bool sm90_forward_handles(const AttnParams& p) {
 
 void launch_fwd_sm90(const AttnParams& p) {
     const LaunchPlan plan = launch_plan(p);
-    visit_traits(p, plan, [&](auto t) { launch<typename decltype(t)::type>(p, plan); });
+    if (p.dtype == ElemType::bf16)
+        launch_dtype<ElemType::bf16>(p, plan);
+    else
+        launch_dtype<ElemType::f16>(p, plan);
 }
-
-size_t sm90_forward_workspace_bytes(const AttnParams& p) {
-    const LaunchPlan plan = launch_plan(p);
-    size_t bytes = 0;
-    visit_traits(p, plan, [&](auto t) {
-        using T = typename decltype(t)::type;
-        bytes = tail_split_bytes<T>(tail_split_of<T>(p, runs_persistent<T>(plan)));
-    });
-    return bytes;
-}
-
-int64_t sm90_forward_tail_splits() { return g_tail_splits.load(std::memory_order_relaxed); }
 
 int64_t sm90_forward_launches() { return g_launches.load(std::memory_order_relaxed); }
 
