@@ -227,13 +227,13 @@ if [ "${FLASHATTN_NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
   sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
             --section WarpStateStats --section SchedulerStats --section Occupancy)
   t0=$(date +%s)
-  timeout 300 ncu "${sections[@]}" --kernel-name regex:fwd_sm90 --launch-skip 3 --launch-count 1 \
+  timeout 300 ncu --clock-control none "${sections[@]}" --kernel-name regex:fwd_sm90 --launch-skip 3 --launch-count 1 \
     python3 "$root/bench/bench_sweep.py" --lib "$build/libflashattn.so" --quick --hdims 128 --forward-only \
     > "$out/ncu_fwd_sm90.txt" 2>&1
   note "ncu, Hopper forward: rc $? in $(( $(date +%s) - t0 )) s (ncu_fwd_sm90.txt)"
   if [ "$py_usable" -eq 1 ]; then
     t0=$(date +%s)
-    (cd /tmp && PYTHONPATH="$site" timeout 300 ncu "${sections[@]}" --kernel-name regex:kvcache --launch-skip 5 \
+    (cd /tmp && PYTHONPATH="$site" timeout 300 ncu --clock-control none "${sections[@]}" --kernel-name regex:kvcache --launch-skip 5 \
        --launch-count 2 python3 "$root/bench/bench_decode.py" --out /tmp/flashattn-decode-ncu --quick --batches 1 \
        --seqlens-q 1 > "$out/ncu_kvcache.txt" 2>&1)
     note "ncu, kv-cache: rc $? in $(( $(date +%s) - t0 )) s (ncu_kvcache.txt)"
