@@ -84,6 +84,8 @@ class Flashattn:
             fn.restype = ctypes.c_int32
         self.lib.flashattn_backward_workspace_size.argtypes = [ctypes.POINTER(BwdArgs), ctypes.POINTER(ctypes.c_size_t)]
         self.lib.flashattn_backward_workspace_size.restype = ctypes.c_int32
+        self.lib.flashattn_forward_workspace_size.argtypes = [ctypes.POINTER(FwdArgs), ctypes.POINTER(ctypes.c_size_t)]
+        self.lib.flashattn_forward_workspace_size.restype = ctypes.c_int32
         # The _init functions take the struct's size as this mirror lays it out (the C header's macros pass sizeof).
         self.lib.flashattn_fwd_args_init_sized.argtypes = [ctypes.POINTER(FwdArgs), ctypes.c_size_t]
         self.lib.flashattn_bwd_args_init_sized.argtypes = [ctypes.POINTER(BwdArgs), ctypes.c_size_t]
@@ -102,6 +104,13 @@ class Flashattn:
         a.q, a.k, a.v, a.out, a.softmax_lse = view(q), view(k), view(v), view(out), view(lse)
         a.options.causal = int(causal)
         a.ctx.stream = torch.cuda.current_stream().cuda_stream
+        # The workspace the forward asks for (the Hopper forward's last-wave split), kept alive with the arguments.
+        size = ctypes.c_size_t(0)
+        self.check(self.lib.flashattn_forward_workspace_size(ctypes.byref(a), ctypes.byref(size)), "fwd workspace")
+        if size.value:
+            a._workspace = torch.empty(size.value, dtype=torch.uint8, device="cuda")
+            a.ctx.workspace = a._workspace.data_ptr()
+            a.ctx.workspace_bytes = size.value
         return a
 
     def make_bwd(self, dout, q, k, v, out, lse, dq, dk, dv, causal):

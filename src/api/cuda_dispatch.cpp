@@ -82,8 +82,16 @@ size_t cuda_workspace_bytes(const AttnParams& p, int32_t device_index) {
 #if FLASHATTN_WITH_CUDA
     if (p.op == OpKind::merge) return 0;
     // A function of the sizes alone, but for split counts (the packed forward's, the kv-cache's, the deterministic
-    // backward's), which depend on the GPU.
-    if (p.op == OpKind::forward && !kernels::use_packed_forward(p)) return kernels::forward_workspace_bytes(p);
+    // backward's, the Hopper forward's last wave, which reads the current device's SM count), which depend on the GPU.
+    if (p.op == OpKind::forward && !kernels::use_packed_forward(p)) {
+        int current = 0;  // no GPU answers (a query on a machine without one): nothing here depends on it
+        if (cudaGetDevice(&current) != cudaSuccess) {
+            cudaGetLastError();
+            return kernels::forward_workspace_bytes(p);
+        }
+        DeviceGuard guard(device_index);  // the Hopper forward's split reads the tensors' device
+        return kernels::forward_workspace_bytes(p);
+    }
     DeviceGuard guard(device_index);
     if (p.op == OpKind::forward) return kernels::forward_workspace_bytes(p);
     if (p.op == OpKind::kvcache) return kernels::kvcache_workspace_bytes(p);

@@ -149,6 +149,16 @@ bool use_sm90_forward(const AttnParams& p, const DeviceProps& device) {
 size_t forward_workspace_bytes(const AttnParams& p) {
     if (p.batch == 0 || p.seqlen_q == 0) return 0;
     if (use_packed_forward(p)) return packed_forward_workspace_bytes(p);  // its splits' partial results
+    // The Hopper forward's last-wave split (its parts' partial results): it depends on the current GPU's SM count.
+    // Where no GPU answers (a query for CUDA tensors on a machine without one) there is nothing to split on.
+    if (sm90_forward_handles(p)) {
+        int device = 0;
+        if (cudaGetDevice(&device) != cudaSuccess) {
+            cudaGetLastError();
+        } else if (use_sm90_forward(p, current_device_props())) {
+            return sm90_forward_workspace_bytes(p);
+        }
+    }
     // attn_probs are normalised with the LSE: when the caller did not ask for the LSE, it lives in the workspace.
     if (p.attn_probs && !p.softmax_lse)
         return sizeof(float) * size_t(p.nheads) * (p.is_varlen ? size_t(p.total_q) : size_t(p.batch) * p.seqlen_q);

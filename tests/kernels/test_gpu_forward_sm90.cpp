@@ -43,6 +43,7 @@ void check_on_sm90(const AttnCase& c) {
         const char* schedule;
         const char* persistent;
         const char* block_n;
+        const char* tail = "";  // FLASHATTN_SM90_TAIL_SPLIT: the last R tiles in K parts, where a split can run
     };
     const Variant variants[] = {{"serial1", "0", ""},
                                 {"specialised", "0", ""},
@@ -50,13 +51,16 @@ void check_on_sm90(const AttnCase& c) {
                                 {"specialised", "0", "wide"},
                                 {"specialised_free", "0", ""},
                                 {"specialised3", "0", ""},
-                                {"specialised", "1", ""}};
+                                {"specialised", "1", ""},
+                                {"specialised", "0", "wide", "5,3"},
+                                {"specialised3", "0", "", "3,2"}};
     for (const Variant& v : variants) {
         SCOPED_TRACE(std::string("FLASHATTN_SM90_SCHEDULE=") + v.schedule + " FLASHATTN_SM90_PERSISTENT=" +
-                     v.persistent + " FLASHATTN_SM90_BLOCK_N=" + v.block_n);
+                     v.persistent + " FLASHATTN_SM90_BLOCK_N=" + v.block_n + " FLASHATTN_SM90_TAIL_SPLIT=" + v.tail);
         ScopedEnv chosen("FLASHATTN_SM90_SCHEDULE", v.schedule);
         ScopedEnv persistent("FLASHATTN_SM90_PERSISTENT", v.persistent);
         ScopedEnv block_n("FLASHATTN_SM90_BLOCK_N", v.block_n);
+        ScopedEnv tail("FLASHATTN_SM90_TAIL_SPLIT", v.tail);
         const int64_t before = kernels::sm90_forward_launches();
         check_forward(c);
         EXPECT_GT(kernels::sm90_forward_launches(), before) << "the Ampere-class fallback ran, not the Hopper kernel";
@@ -156,6 +160,33 @@ void check_falls_back(const AttnCase& c) {
 std::vector<AttnCase> fallback_cases() {
     return {{.dtype = kBF16, .seqlen_q = 113, .seqlen_k = 113, .head_dim = 128, .dropout_p = 0.1f},
             {.dtype = kF16, .seqlen_q = 17, .seqlen_k = 64, .head_dim = 64, .attn_probs = true}};
+}
+
+// The last wave's split (fwd_tail_split.cuh), forced onto the last 7 work tiles in 4 parts (wide key tiles, the
+// instances with a split form): a partial last row block among them, GQA and ALiBi (scores that depend on the key's
+// position, so each part must see its own keys), head dims of the three buckets; checked to have split.
+TEST(GpuForwardSm90Split, LastWave) {
+    if (const char* why = sm90_unavailable()) GTEST_SKIP() << why;
+    ScopedEnv path("FLASHATTN_FORWARD_PATH", "sm90");
+    ScopedEnv unpacked("FLASHATTN_FORWARD_PACKED", "0");
+    ScopedEnv schedule("FLASHATTN_SM90_SCHEDULE", "specialised");
+    ScopedEnv persistent("FLASHATTN_SM90_PERSISTENT", "0");
+    ScopedEnv wide("FLASHATTN_SM90_BLOCK_N", "wide");  // the instances with a split form (fwd_launch.cu)
+    ScopedEnv tail("FLASHATTN_SM90_TAIL_SPLIT", "7,4");
+    for (DType dt : kDtypes)
+        for (int64_t d : {64, 128, 256}) {
+            const AttnCase c{.dtype = dt, .seqlen_q = 1000, .seqlen_k = 1000, .nheads = 4, .nheads_k = 2,
+                             .head_dim = d, .alibi = Alibi::per_head};
+            SCOPED_TRACE(c.label());
+            const int64_t before = kernels::sm90_forward_tail_splits();
+            check_forward(c);
+            EXPECT_GT(kernels::sm90_forward_tail_splits(), before) << "the last wave was not split";
+        }
+    // Without the workspace it asks for, the launch runs the tiles whole.
+    const AttnCase whole{.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 128, .no_workspace = true};
+    const int64_t before = kernels::sm90_forward_tail_splits();
+    check_forward(whole);
+    EXPECT_EQ(kernels::sm90_forward_tail_splits(), before) << "split without a workspace";
 }
 
 [[maybe_unused]] const bool registered = [] {

@@ -17,7 +17,9 @@
 // tiles in flight and the output stored by the copy engine (up to head dim 128 with the 128-key tiles, no varlen):
 // by default at head dims 65-128 where rows see fewer than 3072 keys on average; FLASHATTN_SM90_PERSISTENT=1 / 0 forces
 // it on / off. The consumer warpgroups take turns issuing their products except at head dim 256 where rows see 2048
-// keys or more on average (specialised_free: never). Every choice is made once a launch (launch_plan).
+// keys or more on average (specialised_free: never). Where no mask or varlen applies and the last wave of work tiles
+// is partly full, the one-tile kernel may run those tiles in parts over their keys (below, tail_split_of). Every
+// choice is made once a launch (launch_plan, tail_split_of).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@
 #include "kernels/common/elem_type.cuh"
 #include "kernels/sm90/fwd_kernel.cuh"
 #include "kernels/sm90/fwd_specialised_kernel.cuh"
+#include "kernels/sm90/fwd_tail_split.cuh"
 #include "kernels/sm90/fwd_sm90.h"
 #include "kernels/sm90/tensor_map.h"
 
@@ -186,6 +189,84 @@ LaunchPlan launch_plan(const AttnParams& p) {
     return plan;
 }
 
+// ----- the last wave's split (fwd_tail_split.cuh) -------------------------------------------------------------------
+
+// The one-tile kernel, where every work tile sees the same keys (no causal or window mask, no varlen): with more tiles
+// than SMs and a partly full last wave of r tiles, those r tiles run as k parts each over their n key tiles (k up to
+// kTailMaxParts, each part at least kTailMinPartTiles key tiles). The last wave then takes ceil(r k / SMs) rounds of
+// ceil(n / k) / n of a tile, and the parts' fp32 rows and LSEs are written and read back once by the combine kernel,
+// which also costs a launch. Both are reckoned in microseconds: a tile's time from its products at kSmTflops a SM,
+// the traffic at kDeviceBytesPerUs. The k that makes the last wave shortest is taken where it saves at least
+// kTailMinSavingUs on the whole tile. (Interleaved A/B at hd128 with 2048 tiles on 132 SMs, a model that left the
+// traffic out: +1.3 / +1.9% at 16k, 0 / +0.3% at 8k, -3.7 / -1.6% at 4k, where its 36 MB of parts cost as much as
+// they saved.) FLASHATTN_SM90_TAIL_SPLIT: "0" never; "R,K" the last R tiles in K parts wherever a split can run.
+constexpr int kTailMaxParts = 8, kTailMinPartTiles = 2;
+constexpr double kSmTflops = 650.0 / 132;      // the kernel's rate at hd128 8k on the H100, a SM (TFLOP/s)
+constexpr double kDeviceBytesPerUs = 3.0e6;    // the H100's measured device copy rate (3.0 TB/s)
+constexpr double kCombineLaunchUs = 5.0;       // the combine kernel's launch and ramp
+constexpr double kTailMinSavingUs = 10.0;      // below this the split is not worth its risk of noise
+std::atomic<int64_t> g_tail_splits{0};
+
+// The instances with a split form (fwd_sm90_specialised_kernel's kSplit): the one-tile kernels that long unmasked rows
+// take, the wide key tiles up to head dim 256 and head dim 64's three consumer warpgroups. Compiling it for every
+// instance would double the one-tile kernels' build for shapes that never split.
+template <class T>
+constexpr bool has_tail_split() {
+    constexpr bool kWideTiles = T::kBlockN == kWideBlockN || T::kBlockN == kHugeWideBlockN;
+    return T::kSchedule == Sm90Schedule::specialised && T::kHeadDimV == T::kHeadDim &&
+           (kWideTiles || T::kWarpgroups == 3);
+}
+
+template <class T>
+Sm90TailSplit tail_split_of(const AttnParams& p, bool persistent) {
+    Sm90TailSplit split;
+    if (!has_tail_split<T>() || persistent) return split;
+    if (p.causal || p.window_left >= 0 || p.window_right >= 0 || p.is_varlen || p.seqused_k || p.seqlen_k <= 0)
+        return split;
+    const int64_t total = int64_t((p.seqlen_q + T::kBlockM - 1) / T::kBlockM) * p.batch * p.nheads;
+    const int key_tiles = (p.seqlen_k + T::kBlockN - 1) / T::kBlockN;
+    const std::string forced = env_value("FLASHATTN_SM90_TAIL_SPLIT");
+    if (forced == "0") return split;
+    int64_t tiles = 0;
+    int parts = 1;
+    if (!forced.empty()) {
+        const size_t comma = forced.find(',');
+        if (comma == std::string::npos) return split;
+        tiles = std::min<int64_t>(std::atoll(forced.c_str()), total);
+        parts = std::atoi(forced.c_str() + comma + 1);
+        if (tiles <= 0 || parts < 2 || parts > kTailMaxParts || key_tiles < parts) return split;
+    } else {
+        const int64_t sms = current_device_props().sm_count;
+        if (sms <= 0 || total < sms || total % sms == 0) return split;
+        tiles = total % sms;
+        // Microseconds: one whole tile's products, and the traffic of one tile's part (its fp32 rows and LSEs, written
+        // by the kernel and read by the combine).
+        const double tile_us = 2.0 * T::kBlockM * double(p.seqlen_k) * (T::kHeadDim + T::kHeadDimV) / (kSmTflops * 1e6);
+        const double part_bytes = double(T::kBlockM) * (T::kHeadDimV + 1) * sizeof(float);
+        double best = tile_us - kTailMinSavingUs;
+        for (int k = 2; k <= kTailMaxParts; ++k) {
+            if (key_tiles / k < kTailMinPartTiles) continue;
+            const double rounds = double((tiles * k + sms - 1) / sms);
+            const double us = rounds * tile_us * ((key_tiles + k - 1) / k) / key_tiles + kCombineLaunchUs +
+                              2.0 * double(tiles) * k * part_bytes / kDeviceBytesPerUs;
+            if (us < best) best = us, parts = k;
+        }
+        if (parts < 2) return Sm90TailSplit{};
+    }
+    if (total + tiles * (parts - 1) > INT32_MAX) return Sm90TailSplit{};  // the grid's block count is an int
+    split.first = static_cast<int>(total - tiles);
+    split.tiles = static_cast<int>(tiles);
+    split.parts = parts;
+    return split;
+}
+// Its workspace: the parts' fp32 rows, then their LSEs.
+template <class T>
+size_t tail_split_bytes(const Sm90TailSplit& split) {
+    if (split.parts <= 1) return 0;
+    const size_t rows = size_t(split.tiles) * split.parts * T::kBlockM;
+    return rows * T::kHeadDimV * sizeof(float) + rows * sizeof(float);
+}
+
 // ----- the launch ---------------------------------------------------------------------------------------------------
 
 std::atomic<int64_t> g_launches{0};
@@ -230,9 +311,22 @@ void launch(const AttnParams& p, const LaunchPlan& plan) {
                                                          p.out_row_stride, p.out_head_stride, p.out_batch_stride,
                                                          T::kBoxCols, T::kRowsPerWarpgroup)
                                          : map_q;  // unread
-    const auto kernel = [persistent] {
+    // The last wave's split, where the caller's workspace has room for it (else the tiles run whole).
+    Sm90TailSplit split = tail_split_of<T>(p, persistent);
+    const size_t split_bytes = tail_split_bytes<T>(split);
+    if (split_bytes > 0 && (!p.workspace || p.workspace_bytes < split_bytes ||
+                            reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0))
+        split = Sm90TailSplit{};
+    if (split.parts > 1) {
+        split.o = static_cast<float*>(p.workspace);
+        split.lse = split.o + size_t(split.tiles) * split.parts * T::kBlockM * T::kHeadDimV;
+    }
+    const bool splits = split.parts > 1;
+    const auto kernel = [persistent, splits] {
         if constexpr (kHasPersistent)
             return persistent ? fwd_sm90_specialised_kernel<T, true> : fwd_sm90_specialised_kernel<T, false>;
+        else if constexpr (has_tail_split<T>())
+            return splits ? fwd_sm90_specialised_kernel<T, false, true> : fwd_sm90_specialised_kernel<T, false>;
         else if constexpr (T::kSchedule == Sm90Schedule::specialised)
             return fwd_sm90_specialised_kernel<T, false>;
         else
@@ -251,9 +345,17 @@ void launch(const AttnParams& p, const LaunchPlan& plan) {
     if constexpr (T::kSchedule == Sm90Schedule::specialised) {
         // Work tiles over a 1-D grid: one block a tile, or (persistent) one block an SM looping over them.
         const int64_t tiles = int64_t(m_blocks) * p.batch * p.nheads;
-        const int64_t blocks = persistent ? std::min<int64_t>(tiles, current_device_props().sm_count) : tiles;
+        const int64_t blocks = persistent ? std::min<int64_t>(tiles, current_device_props().sm_count)
+                                          : tiles + int64_t(split.tiles) * (split.parts - 1);
         kernel<<<static_cast<unsigned>(blocks), T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(
-            map_q, map_k, map_v, map_o, p, plan.take_turns);
+            map_q, map_k, map_v, map_o, p, plan.take_turns, split);
+        if (splits) {
+            check_cuda(cudaGetLastError(), "Hopper forward kernel launch");
+            const dim3 combine_grid(split.tiles, T::kBlockM / kTailCombineWarps);
+            sm90_tail_combine<T><<<combine_grid, kTailCombineWarps * 32, 0, static_cast<cudaStream_t>(p.stream)>>>(
+                p, split, m_blocks);
+            g_tail_splits.fetch_add(1, std::memory_order_relaxed);
+        }
     } else {
         kernel<<<grid, T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(map_q, map_k, map_v, p);
     }
@@ -261,37 +363,57 @@ void launch(const AttnParams& p, const LaunchPlan& plan) {
     g_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
-template <ElemType kElem, int kWarpgroups, Sm90Schedule kSchedule, int kBlockN>
-void launch_shape(const AttnParams& p, const LaunchPlan& plan) {
+// f(TraitsOf<T>{}) with the traits p's launch takes (launch_fwd_sm90, and the workspace query beside it).
+template <class T>
+struct TraitsOf {
+    using type = T;
+};
+template <ElemType kElem, int kWarpgroups, Sm90Schedule kSchedule, int kBlockN, class F>
+void visit_shape(const AttnParams& p, F&& f) {
     using Elem = ElemOf<kElem>;
     if (p.head_dim <= kSmallBucket)
-        launch<Sm90FwdTraits<Elem, kSmallBucket, kWarpgroups, kSchedule, kBlockN>>(p, plan);
+        f(TraitsOf<Sm90FwdTraits<Elem, kSmallBucket, kWarpgroups, kSchedule, kBlockN>>{});
     else
-        launch<Sm90FwdTraits<Elem, kLargeBucket, kWarpgroups, kSchedule, kBlockN>>(p, plan);
+        f(TraitsOf<Sm90FwdTraits<Elem, kLargeBucket, kWarpgroups, kSchedule, kBlockN>>{});
 }
 
-template <ElemType kElem>
-void launch_dtype(const AttnParams& p, const LaunchPlan& plan) {
+template <ElemType kElem, class F>
+void visit_traits(const AttnParams& p, const LaunchPlan& plan, F&& f) {
     using Elem = ElemOf<kElem>;
     constexpr auto kSpecialised = Sm90Schedule::specialised;
     if (wide_qk_narrow_v(p)) {
-        launch<Sm90FwdTraits<Elem, kWideQkBucket, 2, kSpecialised, 128, kLargeBucket>>(p, plan);
+        f(TraitsOf<Sm90FwdTraits<Elem, kWideQkBucket, 2, kSpecialised, 128, kLargeBucket>>{});
     } else if (p.head_dim > kLargeBucket) {
         if (plan.wide)
-            launch<Sm90FwdTraits<Elem, kHugeBucket, 2, kSpecialised, kHugeWideBlockN>>(p, plan);
+            f(TraitsOf<Sm90FwdTraits<Elem, kHugeBucket, 2, kSpecialised, kHugeWideBlockN>>{});
         else
-            launch<Sm90FwdTraits<Elem, kHugeBucket, 2, kSpecialised, kHugeBlockN>>(p, plan);
+            f(TraitsOf<Sm90FwdTraits<Elem, kHugeBucket, 2, kSpecialised, kHugeBlockN>>{});
     } else if (plan.schedule == "specialised3" && p.head_dim <= kSmallBucket) {
-        launch<Sm90FwdTraits<Elem, kSmallBucket, 3, kSpecialised, kThreeWgBlockN>>(p, plan);
+        f(TraitsOf<Sm90FwdTraits<Elem, kSmallBucket, 3, kSpecialised, kThreeWgBlockN>>{});
     } else if (plan.schedule == "specialised" || plan.schedule == "specialised_free" ||
                plan.schedule == "specialised3") {  // specialised3 is compiled at head dim 64 alone
         if (plan.wide)
-            launch_shape<kElem, 2, kSpecialised, kWideBlockN>(p, plan);
+            visit_shape<kElem, 2, kSpecialised, kWideBlockN>(p, f);
         else
-            launch_shape<kElem, 2, kSpecialised, 128>(p, plan);
+            visit_shape<kElem, 2, kSpecialised, 128>(p, f);
     } else {
-        launch_shape<kElem, 1, Sm90Schedule::serial, 64>(p, plan);
+        visit_shape<kElem, 1, Sm90Schedule::serial, 64>(p, f);
     }
+}
+template <class F>
+void visit_traits(const AttnParams& p, const LaunchPlan& plan, F&& f) {
+    if (p.dtype == ElemType::bf16)
+        visit_traits<ElemType::bf16>(p, plan, f);
+    else
+        visit_traits<ElemType::f16>(p, plan, f);
+}
+
+// Whether the launch of T for this plan runs the persistent kernel (launch's rule).
+template <class T>
+bool runs_persistent(const LaunchPlan& plan) {
+    constexpr bool kWideTiles = T::kBlockN == kWideBlockN || T::kBlockN == kHugeWideBlockN;
+    return T::kSchedule == Sm90Schedule::specialised && !kWideTiles && T::kWarpgroups == 2 &&
+           T::kHeadDim <= kLargeBucket && T::kHeadDimV == T::kHeadDim && plan.persistent;
 }
 
 }  // namespace
@@ -332,11 +454,20 @@ bool sm90_forward_handles(const AttnParams& p) {
 
 void launch_fwd_sm90(const AttnParams& p) {
     const LaunchPlan plan = launch_plan(p);
-    if (p.dtype == ElemType::bf16)
-        launch_dtype<ElemType::bf16>(p, plan);
-    else
-        launch_dtype<ElemType::f16>(p, plan);
+    visit_traits(p, plan, [&](auto t) { launch<typename decltype(t)::type>(p, plan); });
 }
+
+size_t sm90_forward_workspace_bytes(const AttnParams& p) {
+    const LaunchPlan plan = launch_plan(p);
+    size_t bytes = 0;
+    visit_traits(p, plan, [&](auto t) {
+        using T = typename decltype(t)::type;
+        bytes = tail_split_bytes<T>(tail_split_of<T>(p, runs_persistent<T>(plan)));
+    });
+    return bytes;
+}
+
+int64_t sm90_forward_tail_splits() { return g_tail_splits.load(std::memory_order_relaxed); }
 
 int64_t sm90_forward_launches() { return g_launches.load(std::memory_order_relaxed); }
 

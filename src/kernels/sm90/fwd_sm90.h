@@ -1,6 +1,7 @@
 // The Hopper forward's host side (sm90/fwd_launch.cu): which problems it takes, and its launch.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "common/params.h"
@@ -32,6 +33,14 @@ bool sm90_default_persistent(const AttnParams& p);
 bool sm90_takes_turns(const AttnParams& p);
 
 void launch_fwd_sm90(const AttnParams& p);
+
+// The workspace launch_fwd_sm90 uses for p: the last wave's split parts (fwd_tail_split.cuh), 0 where it does not
+// split. Given less, the launch runs the tiles whole.
+size_t sm90_forward_workspace_bytes(const AttnParams& p);
+
+// Launches so far in this process that split their last wave (FLASHATTN_SM90_TAIL_SPLIT: "0" never, "R,K" the last
+// R work tiles in K parts): lets a test tell that the split ran.
+int64_t sm90_forward_tail_splits();
 
 // Launches so far in this process: lets a test tell that the Hopper path, not the fallback, computed its case.
 int64_t sm90_forward_launches();

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "kernels/sm90/fwd_kernel.cuh"
+#include "kernels/sm90/fwd_tail_split.cuh"
 
 namespace flashattn::kernels {
 
@@ -34,10 +35,11 @@ namespace flashattn::kernels {
 // parity): every stage index is then a constant of the unrolled loop and the products' shared-memory descriptors stay
 // in uniform registers; with a run-time offset they were rebuilt per product in ordinary registers (Nsight Compute:
 // 18% more instructions, mostly R2UR/LOP3/IMAD, and 160 bytes of spills at 176-key tiles).
-template <class T, bool kPersistent, int kRingOffset = 0>
+template <class T, bool kPersistent, int kRingOffset = 0, bool kSplit = false>
 __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSmem<T, kPersistent ? 2 : 1>& s,
                                                const Sm90Place<T>& at, int tid, int kv, int done, bool take_turns,
-                                               const CUtensorMap* map_o, int& store_pending) {
+                                               const CUtensorMap* map_o, int& store_pending,
+                                               const Sm90TailSplit& split = {}, Sm90BlockTile bt = {0, -1}) {
     constexpr int kQBuffers = kPersistent ? 2 : 1;
     constexpr bool kMarks = !kPersistent;  // the timeline's marks (timeline.cuh), one-tile kernel only
     const int qb = done % kQBuffers;
@@ -197,8 +199,11 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     if (kMarks && tid == 0) timeline_mark(kTlLastPv);
     if (kPersistent && tid == 0) tile_mark(done, kTtLastPv);
     release_stored_q();  // a work tile without key tiles
-    store_rows_and_lse<T, true>(acc_o, row_max, row_sum, p, at, s.q[qb][0], kPersistent ? map_o : nullptr,
-                                store_issuer);
+    if (kSplit && bt.part >= 0)  // a part of a split tile (fwd_tail_split.cuh): fp32 rows for the combine
+        store_partial_rows<T>(acc_o, row_max, row_sum, p, at, split, bt);
+    else
+        store_rows_and_lse<T, true>(acc_o, row_max, row_sum, p, at, s.q[qb][0], kPersistent ? map_o : nullptr,
+                                    store_issuer);
     if (kMarks && tid % 128 == 0 && wg < 2) timeline_mark(wg == 0 ? kTlStored0 : kTlStored1);
     if (kPersistent && tid == 0) tile_mark(done, kTtStored);
     if (kPersistent) {
@@ -212,11 +217,13 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     }
 }
 
-template <class T, bool kPersistent>
+// kSplit: the one-tile kernel's instance whose last blocks may be parts of split tiles (fwd_tail_split.cuh), launched
+// only when a split runs, so that the other instances' code is what it was without the split.
+template <class T, bool kPersistent, bool kSplit = false>
 __global__ void __launch_bounds__(T::kThreads, 1)
     fwd_sm90_specialised_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
-                                const AttnParams p, bool take_turns) {
+                                const AttnParams p, bool take_turns, const Sm90TailSplit split) {
 #if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
     __trap();
 #else
@@ -239,6 +246,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         const Sm90Tile w = sm90_tile(p, t, m_blocks);
         return Sm90Place<T>(p, tid, w.m_block, w.b, w.h);
     };
+    // One tile a block: the block's work tile, and its part of the tile's key tiles where the last wave is split
+    // (fwd_tail_split.cuh; never in the persistent kernel).
+    static_assert(!(kPersistent && kSplit), "the persistent kernel does not split");
+    const Sm90BlockTile bt = kSplit ? sm90_block_tile(split, static_cast<int>(blockIdx.x))
+                                    : Sm90BlockTile{static_cast<int>(blockIdx.x), -1};
+    auto place_block = [&] {
+        Sm90Place<T> at = place(bt.tile);
+        if (bt.part >= 0) sm90_part_range(at.n_tile_begin, at.n_tile_end, bt.part, split.parts);
+        return at;
+    };
 
     if (producer) {
         ptx::setmaxnreg_dec<T::kProducerRegs>();
@@ -250,14 +267,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         // tile has rows, and Q's rows and batch are the grid coordinates'.
         // Where the parameters alone say that its first key tile is tile 0, that tile's K and V go out right after Q
         // (into stage 0, free in a fresh block).
-        const bool q_first = !p.is_varlen && blockIdx.x < total;
+        const bool q_first = !p.is_varlen && bt.tile < total;
         bool kv_first = false;
         if (q_first) {
-            const Sm90Tile w = sm90_tile(p, blockIdx.x, m_blocks);
+            const Sm90Tile w = sm90_tile(p, bt.tile, m_blocks);
             load_q_at<T>(s, &map_q, w.m_block * T::kBlockM, w.h, w.b);
             if (!kPersistent) timeline_mark(kTlQIssued);
             if (kPersistent) tile_mark(0, kTtQIssued);
-            kv_first = first_key_tile_is_zero<T>(p, w.m_block * T::kBlockM);
+            kv_first = bt.part <= 0 && first_key_tile_is_zero<T>(p, w.m_block * T::kBlockM);
             if (kv_first) {
                 const int hk = w.h / (p.nheads / p.nheads_k);
                 load_k_at<T>(s, 0, &map_k, 0, hk, w.b);
@@ -265,7 +282,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             }
         }
         auto produce = [&](int t) {
-            const Sm90Place<T> at = place(t);
+            const Sm90Place<T> at = kPersistent ? place(t) : place_block();
             if (!kPersistent) timeline_mark(kTlPlaced);
             if (at.rows <= 0) return;  // a varlen tile past its sequence
             const int tiles = at.n_tile_end - at.n_tile_begin;
@@ -296,7 +313,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             for (int j = 0; int64_t(j) * gridDim.x < total; ++j)
                 if (const int64_t t = block_work_tile(j); t < total) produce(static_cast<int>(t));
         } else {
-            produce(blockIdx.x);  // one tile a block: the grid is the tiles
+            produce(bt.tile);  // one tile (or a split tile's part) a block
         }
         if (!kPersistent) timeline_mark(kTlProducerDone);
         return;
@@ -322,8 +339,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         // The last output's shared-memory source must stay until the copy engine has read it.
         if (store_pending >= 0 && output_store_issuer(tid)) ptx::bulk_wait_group_read_all();
     } else {  // one work tile a block: straight-line code
-        const Sm90Place<T> at = place(blockIdx.x);
-        if (at.rows > 0) consume_work_tile<T, false>(p, s, at, tid, 0, 0, take_turns, nullptr, store_pending);
+        const Sm90Place<T> at = place_block();
+        if (at.rows > 0)
+            consume_work_tile<T, false, 0, kSplit>(p, s, at, tid, 0, 0, take_turns, nullptr, store_pending, split,
+                                                   bt);
     }
 #endif
 }
