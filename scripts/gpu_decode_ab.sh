@@ -3,9 +3,12 @@
 # the Python package, so each variant is the tree with one patch applied, pip-installed into a folder of its own;
 # the benchmark then runs on each installation in turn, A B C A B C ..., each run in its own process.
 #   DECODE_AB_PATCHES  patch files (relative to the repository root), space separated; the tree itself is "tree"
+#   DECODE_AB_ENV_VARIANTS  variants of the tree's installation under environment variables, space separated, each
+#                      "name:VAR=value[,VAR=value...]" (e.g. "nogroup:FLASHATTN_KVC_HEAD_GROUP=1")
 #   DECODE_AB_ARGS     arguments for bench/bench_decode.py (default "--quick")
 #   DECODE_AB_REPEAT   runs per variant (default 2)
 #   DECODE_AB_WORK     the working folder (default a fresh one under /tmp): variant v is installed in site_v there
+#                      (an installation already there is used as it is)
 # Writes $OUT/decode_ab.tar.gz (each run's log and JSON) and $OUT/decode_ab_summary.txt (each run's table).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,35 +19,43 @@ note() { echo "$*" | tee -a "$summary"; }
 trap '(cd "$work" && tar czf "$out/decode_ab.tar.gz" --exclude="site_*" --exclude="src_*" .)' EXIT
 
 variants=(tree)
-declare -A src_of=([tree]=$root)
+declare -A src_of=([tree]=$root) env_of=([tree]="")
 for patch in ${DECODE_AB_PATCHES:-}; do
   name=$(basename "$patch" .patch)
   src="$work/src_$name"; mkdir -p "$src"
   # The tree's files (tracked and untracked, not ignored), without build folders.
   (cd "$root" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -xf - -C "$src"
   (cd "$src" && patch -p1 -s < "$root/$patch") || { note "patch $patch does not apply"; continue; }
-  variants+=("$name"); src_of[$name]=$src
+  variants+=("$name"); src_of[$name]=$src; env_of[$name]=""
 done
+installed=("${variants[@]}")
 
 # The installations in parallel, the cores shared among them.
 jobs=$(( $(nproc) / ${#variants[@]} )); [ "$jobs" -ge 1 ] || jobs=1
 t0=$(date +%s)
-for v in "${variants[@]}"; do
+for v in "${installed[@]}"; do
+  [ -d "$work/site_$v/flashattn" ] && continue
   FLASHATTN_CUDA_ARCHS=${FLASHATTN_CUDA_ARCHS:-90a} CMAKE_BUILD_PARALLEL_LEVEL=$jobs python3 -m pip install \
     --no-build-isolation --no-deps --target "$work/site_$v" "${src_of[$v]}" > "$work/pip_$v.log" 2>&1 &
 done
 wait
-for v in "${variants[@]}"; do
+for v in "${installed[@]}"; do
   [ -d "$work/site_$v/flashattn" ] || { note "install of $v FAILED"; tail -20 "$work/pip_$v.log"; exit 1; }
 done
-note "installs (${variants[*]}): $(( $(date +%s) - t0 )) s"
+note "installs (${installed[*]}): $(( $(date +%s) - t0 )) s"
+declare -A site_of
+for v in "${installed[@]}"; do site_of[$v]=$work/site_$v; done
+for spec in ${DECODE_AB_ENV_VARIANTS:-}; do  # the tree's installation, under its variables
+  name=${spec%%:*}
+  variants+=("$name"); site_of[$name]=$work/site_tree; env_of[$name]=$(echo "${spec#*:}" | tr ',' ' ')
+done
 
 for rep in $(seq 1 "${DECODE_AB_REPEAT:-2}"); do
   for v in "${variants[@]}"; do
     mkdir -p "$work/run_${v}_$rep"
-    (cd /tmp && PYTHONPATH="$work/site_$v" timeout "${DECODE_AB_TIMEOUT:-200}" python3 "$root/bench/bench_decode.py" \
-       --out "$work/run_${v}_$rep" ${DECODE_AB_ARGS:---quick}) > "$work/run_${v}_$rep.log" 2>&1
-    note "== $v #$rep: rc $?"
+    (cd /tmp && env ${env_of[$v]} PYTHONPATH="${site_of[$v]}" timeout "${DECODE_AB_TIMEOUT:-200}" python3 \
+       "$root/bench/bench_decode.py" --out "$work/run_${v}_$rep" ${DECODE_AB_ARGS:---quick}) > "$work/run_${v}_$rep.log" 2>&1
+    note "== $v${env_of[$v]:+ (${env_of[$v]})} #$rep: rc $?"
     grep -v '^wrote' "$work/run_${v}_$rep.log" | tee -a "$summary"
   done
 done

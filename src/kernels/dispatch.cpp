@@ -270,11 +270,14 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
     return 1;
 }
 
-KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n) {
+// block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them.
+KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1) {
     KvcPlan plan;
-    const int64_t packed_rows = int64_t(p.seqlen_q) * (p.nheads / std::max(p.nheads_k, 1));
-    const int64_t blocks = (packed_rows + kKvcBlockM - 1) / kKvcBlockM * p.batch * p.nheads_k;
-    const int64_t key_tiles = (int64_t(p.seqlen_k) + block_n - 1) / block_n;  // of the cache's capacity
+    plan.head_group = head_group;
+    const int64_t packed_rows = int64_t(p.seqlen_q) * (p.nheads / std::max(p.nheads_k, 1)) * head_group;
+    const int64_t blocks = (packed_rows + kKvcBlockM - 1) / kKvcBlockM * p.batch * (p.nheads_k / head_group);
+    const int64_t keys_per_tile = block_n / head_group;
+    const int64_t key_tiles = (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;  // of the cache's capacity
     int64_t splits = p.num_splits;
     if (splits <= 0) splits = kvc_splits(blocks, key_tiles, sm_count, int64_t(sm_count) * std::max(blocks_per_sm, 1));
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
@@ -314,7 +317,8 @@ bool use_sm90_kvcache(const AttnParams& p) {
 // no kernel is compiled (the run is refused).
 KvcPlan kvc_plan_for(const AttnParams& p) {
     if (use_sm90_kvcache(p))
-        return make_kvc_plan(p, current_sm_count(), kvc_sm90_blocks_per_sm(p), kvc_sm90_block_n(p));
+        return make_kvc_plan(p, current_sm_count(), kvc_sm90_blocks_per_sm(p), kvc_sm90_block_n(p),
+                             kvc_sm90_head_group(p));
     const Sm80Launchers l = sm80_launchers_or_none(p);
     if (!l.kvc_blocks_per_sm) return KvcPlan{};
     return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm(p), kKvcBlockN);

@@ -1,12 +1,13 @@
 // The kv-cache forward's split heuristic (host code, no GPU needed): a grid of about a block an SM or more is left
 // whole; a smaller one is split by how full the last wave of resident blocks is (decode blocks all take about as
-// long).
+// long). And the Hopper kv-cache kernel's kv heads a block on paged caches (kvc_head_group).
 #include <gtest/gtest.h>
 
 #include "common/build_config.h"
 
 #if FLASHATTN_WITH_CUDA
 #include "kernels/launch.h"
+#include "kernels/sm80/kvcache_plan.h"
 
 namespace flashattn::kernels {
 namespace {
@@ -45,6 +46,31 @@ TEST(KvcSplits, DegenerateInputsGiveOne) {
     EXPECT_EQ(kvc_splits(0, 100, kSms, kSms), 1);
     EXPECT_EQ(kvc_splits(10, 0, kSms, kSms), 1);
     EXPECT_EQ(kvc_splits(10, 100, kSms, 0), 1);
+}
+
+// The Hopper kernel's kv heads a block (kvc_head_group): 64 rows x 64 key-rows tiles.
+constexpr int kTileRows = 64, kTileKeys = 64;
+
+TEST(KvcHeadGroup, PagesOfSixteenRowsTakeFourKvHeadsABlock) {
+    EXPECT_EQ(kvc_piece_rows(16, kTileKeys), 16);
+    EXPECT_EQ(kvc_head_group(16, 8, 4, kTileRows, kTileKeys), 4);   // decode, 32 query heads on 8
+    EXPECT_EQ(kvc_head_group(48, 32, 1, kTileRows, kTileKeys), 4);  // any odd multiple of 16
+    EXPECT_EQ(kvc_head_group(16, 8, 16, kTileRows, kTileKeys), 4);  // 4 query rows of 4 heads: 64 rows, full
+}
+
+TEST(KvcHeadGroup, FewerWhereTheHeadsOrTheRowsDoNotAllowFour) {
+    EXPECT_EQ(kvc_head_group(16, 2, 4, kTileRows, kTileKeys), 2);   // 2 kv heads
+    EXPECT_EQ(kvc_head_group(16, 6, 4, kTileRows, kTileKeys), 2);   // 4 does not divide 6
+    EXPECT_EQ(kvc_head_group(16, 8, 20, kTileRows, kTileKeys), 2);  // 4 x 20 rows > 64
+    EXPECT_EQ(kvc_head_group(16, 8, 40, kTileRows, kTileKeys), 1);
+    EXPECT_EQ(kvc_head_group(16, 7, 4, kTileRows, kTileKeys), 1);
+}
+
+TEST(KvcHeadGroup, OneForDenseCachesAndLargerPieces) {
+    EXPECT_EQ(kvc_head_group(0, 8, 4, kTileRows, kTileKeys), 1);    // dense
+    EXPECT_EQ(kvc_head_group(32, 8, 4, kTileRows, kTileKeys), 1);   // 32-row pieces
+    EXPECT_EQ(kvc_head_group(64, 8, 4, kTileRows, kTileKeys), 1);
+    EXPECT_EQ(kvc_head_group(256, 8, 4, kTileRows, kTileKeys), 1);
 }
 
 }  // namespace

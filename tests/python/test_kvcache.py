@@ -271,3 +271,23 @@ def test_more_units_than_resident_blocks_ragged(device, seqlen_q, page_size, rot
     # uneven, dense and paged caches, rotary on the queries.
     check(device, torch.bfloat16, batch=40, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,
           seqlen_cache=300, seqlen_new=seqlen_q, page_size=page_size, rotary_dim=rotary_dim, causal=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("nheads,nheads_k,seqlen_q,page_size,options", [
+    (32, 8, 1, 16, dict(num_splits=0)),                       # 4 kv heads a block, one row each of 4 query heads
+    (32, 8, 4, 16, dict(window_size=(150, 0), softcap=3.0)),  # 4 x 16 rows: the block's 64 rows full
+    (32, 8, 5, 48, dict(alibi_slopes="per_batch_head")),      # 20 rows a kv head: 2 kv heads a block
+    (16, 16, 1, 16, dict(num_splits=3)),                      # no GQA: 4 kv heads of one row each
+    (12, 6, 2, 16, dict(window_size=(-1, 40), causal=False)), # 6 kv heads: pairs
+])
+def test_paged_small_pages_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size, options):
+    # Pages of 16 (or any odd multiple of 16) rows: the Hopper kv-cache kernel takes a page piece of several kv heads
+    # in one copy (kvc_head_group), its rows masked to their own kv head's keys. Ragged lengths (a partial last piece,
+    # a sequence whose cache was empty before the append), an append across pages, rotary, and the masks and score
+    # modifiers on top.
+    options = dict(options)
+    causal = options.pop("causal", True)
+    check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=128,
+          seqlen_cache=500, seqlen_new=seqlen_q, lengths=[437, 0, 203], page_size=page_size, rotary_dim=32,
+          interleaved=False, causal=causal, **options)

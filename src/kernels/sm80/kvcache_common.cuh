@@ -11,6 +11,7 @@
 #include "common/params.h"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/tile_io.cuh"
+#include "kernels/sm80/kvcache_plan.h"
 
 namespace flashattn::kernels {
 
@@ -153,32 +154,42 @@ __device__ __forceinline__ TileRange split_tiles(int first, int last, int split,
 }
 
 // One block of a kv-cache attention kernel (the Ampere-class and the Hopper one): grid (packed row blocks, batch x kv
-// heads, splits). Packed row r of (sequence b, kv head hk) is token r / heads_per_kv of query head
-// hk * heads_per_kv + r % heads_per_kv; the block has rows [m0, m0 + rows), and its split the key tiles `tiles` (of
-// block_n keys; key column j is cache position leftpad + j) out of those its rows can see.
+// head groups, splits). A block computes `head_group` consecutive kv heads from hk (1 but for the Hopper kernel's
+// grouped paged tiles, KvcPlan::head_group): packed row r is row r % kv_rows of kv head hk + r / kv_rows, and row j
+// of a kv head is token j / heads_per_kv of query head kv_head * heads_per_kv + j % heads_per_kv. The block has rows
+// [m0, m0 + rows), and its split the key tiles `tiles` (of keys_per_tile keys; key column j is cache position
+// leftpad + j) out of those its rows can see.
 struct KvcBlock {
-    int split, b, hk, heads_per_kv, packed_rows, m0, rows;
+    int split, b, hk, heads_per_kv, kv_rows, packed_rows, m0, rows;
     CacheSeq seq;
     KeyRange first, last;  // keys visible to the block's first and last token (visible ranges grow with the token)
     TileRange tiles;
 
-    __device__ __forceinline__ KvcBlock(const AttnParams& p, int num_splits, int block_m, int block_n) {
+    __device__ __forceinline__ KvcBlock(const AttnParams& p, int num_splits, int block_m, int keys_per_tile,
+                                        int head_group = 1) {
         split = blockIdx.z;
-        b = blockIdx.y / p.nheads_k, hk = blockIdx.y % p.nheads_k;
+        const int groups = p.nheads_k / head_group;
+        b = blockIdx.y / groups, hk = blockIdx.y % groups * head_group;
         heads_per_kv = p.nheads / p.nheads_k;
-        packed_rows = p.seqlen_q * heads_per_kv;
+        kv_rows = p.seqlen_q * heads_per_kv;
+        packed_rows = kv_rows * head_group;
         m0 = blockIdx.x * block_m;
         rows = min(block_m, packed_rows - m0);
         seq = cache_seq(p, b);
+        // A block of several kv heads holds every row of each (kv_rows * head_group <= block_m), so its first and last
+        // rows are the first and the last token.
         first = visible_keys(token_of(m0), p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
         last = visible_keys(token_of(m0 + rows - 1), p.seqlen_q, seq.seqlen_k, p.window_left, p.window_right);
-        const int all_begin = static_cast<int>(first.begin / block_n);
+        const int all_begin = static_cast<int>(first.begin / keys_per_tile);
         const int all_end =
-            last.end > first.begin ? static_cast<int>((last.end + block_n - 1) / block_n) : all_begin;
+            last.end > first.begin ? static_cast<int>((last.end + keys_per_tile - 1) / keys_per_tile) : all_begin;
         tiles = split_tiles(all_begin, all_end, split, num_splits);
     }
-    __device__ __forceinline__ int token_of(int packed) const { return packed / heads_per_kv; }
-    __device__ __forceinline__ int head_of(int packed) const { return hk * heads_per_kv + packed % heads_per_kv; }
+    __device__ __forceinline__ int kv_head_of(int packed) const { return packed / kv_rows; }  // within the block's
+    __device__ __forceinline__ int token_of(int packed) const { return packed % kv_rows / heads_per_kv; }
+    __device__ __forceinline__ int head_of(int packed) const {
+        return (hk + kv_head_of(packed)) * heads_per_kv + packed % heads_per_kv;
+    }
 };
 
 // Where the queries come from: the rotated ones in the workspace (contiguous (batch, seqlen_q, nheads, head_dim)),
@@ -200,36 +211,54 @@ struct KvcQueries {
 };
 
 // What a thread needs of each of its two rows of an m16 tile (packed rows `packed0` and packed0 + 8) for the score
-// modifiers and masks: query token, visible keys, ALiBi slope.
+// modifiers and masks: query token, visible keys, ALiBi slope, and the row's kv head within the block's.
 struct KvcRowPair {
     int token[2];
     KeyRange keys[2];
     float slope[2];
+    int kv_head[2];
 };
-// Packed row r of (sequence b, kv head hk) is token r / heads_per_kv of query head hk * heads_per_kv + r % heads_per_kv;
-// rows past packed_rows (padding) get no slope.
-__device__ __forceinline__ KvcRowPair kvc_row_pair(const AttnParams& p, int b, int hk, int heads_per_kv, int packed_rows,
-                                                  int packed0, int seqlen_k) {
+// Rows past the block's packed rows (padding) get no slope.
+__device__ __forceinline__ KvcRowPair kvc_row_pair(const AttnParams& p, const KvcBlock& blk, int packed0) {
     KvcRowPair r;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const int packed = packed0 + 8 * half;
-        r.token[half] = packed / heads_per_kv;
-        r.keys[half] = visible_keys(r.token[half], p.seqlen_q, seqlen_k, p.window_left, p.window_right);
-        r.slope[half] = p.alibi_slopes && packed < packed_rows
-                            ? p.alibi_slopes[b * p.alibi_batch_stride + hk * heads_per_kv + packed % heads_per_kv]
+        r.token[half] = blk.token_of(packed);
+        r.keys[half] = visible_keys(r.token[half], p.seqlen_q, blk.seq.seqlen_k, p.window_left, p.window_right);
+        r.slope[half] = p.alibi_slopes && packed < blk.packed_rows
+                            ? p.alibi_slopes[blk.b * p.alibi_batch_stride + blk.head_of(packed)]
                             : 0.f;
+        r.kv_head[half] = blk.kv_head_of(packed);
     }
     return r;
 }
 
-// One m16 x (kNTiles x 8) score tile in the mma C layout (element i of s[nt]: row half i / 2, key column col0 + nt * 8
-// + 2 * tig + i % 2): the score modifiers (softcap, or the scale, then ALiBi) where `transform`, then the masks where
-// `masked` (the tile crosses some row's visible range).
-template <int kNTiles>
+// Where a tile's key-rows (its columns of scores) come from. A tile of one kv head holds key column c. A grouped tile
+// (the Hopper kernel's paged caches, KvcPlan::head_group = 2^heads_shift kv heads) holds pieces of kPageBoxRows keys,
+// piece by piece, each piece of every kv head in turn (one copy brings a piece of all of them): column c is key
+// (c / (kPageBoxRows << heads_shift)) * kPageBoxRows + c % kPageBoxRows of kv head (c / kPageBoxRows) % 2^heads_shift.
+// With heads_shift 0 that is key c of kv head 0. Asked per n8 column tile (nt: columns nt * 8 + x, x < 8), so that
+// the piece arithmetic is on the tile index, a constant of the unrolled loops.
+struct KvcTileCols {
+    static constexpr int kPieceShift = 4, kN8PerPiece = kPageBoxRows / 8;
+    static_assert(kPageBoxRows == 1 << kPieceShift && kPageBoxRows % 8 == 0, "pieces are whole n8 tiles");
+    int heads_shift = 0;
+    __device__ __forceinline__ int key(int nt) const {  // of column nt * 8
+        return ((nt / kN8PerPiece >> heads_shift) << kPieceShift) | (nt % kN8PerPiece * 8);
+    }
+    __device__ __forceinline__ int kv_head(int nt) const { return nt / kN8PerPiece & ((1 << heads_shift) - 1); }
+};
+
+// One m16 x (kNTiles x 8) score tile in the mma C layout (element i of s[nt]: row half i / 2, column nt * 8 + 2 * tig
+// + i % 2): the score modifiers (softcap, or the scale, then ALiBi) where `transform`, then the masks where `masked`
+// (the tile crosses some row's visible range). Column c is key col0 + c; with kGrouped, as `cols` places it among the
+// block's kv heads (KvcTileCols), and a row's scores of the other kv heads' columns are masked on every tile.
+template <int kNTiles, bool kGrouped = false>
 __device__ __forceinline__ void kvc_prepare_scores(float (&s)[kNTiles][4], const AttnParams& p, const KvcRowPair& rows,
                                                    int col0, int tig, int seqlen_k, bool transform, bool masked,
-                                                   float softcap_in) {
+                                                   float softcap_in, const KvcTileCols& cols = {}) {
+    auto key_of = [&](int nt, int j) { return col0 + (kGrouped ? cols.key(nt) : nt * 8) + 2 * tig + j; };
     if (transform) {
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt)
@@ -237,7 +266,7 @@ __device__ __forceinline__ void kvc_prepare_scores(float (&s)[kNTiles][4], const
             for (int i = 0; i < 4; ++i) {
                 float x = s[nt][i];
                 x = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(x * softcap_in) : x * p.scale;
-                const int col = col0 + nt * 8 + 2 * tig + i % 2;
+                const int col = key_of(nt, i % 2);
                 s[nt][i] = x + alibi_bias(rows.slope[i / 2], rows.token[i / 2], col, p.seqlen_q, seqlen_k);
             }
     }
@@ -248,9 +277,16 @@ __device__ __forceinline__ void kvc_prepare_scores(float (&s)[kNTiles][4], const
             for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
                 for (int j = 0; j < 2; ++j) {
-                    const int col = col0 + nt * 8 + 2 * tig + j;
+                    const int col = key_of(nt, j);
                     if (col < rows.keys[half].begin || col >= rows.keys[half].end) s[nt][2 * half + j] = -INFINITY;
                 }
+    }
+    if constexpr (kGrouped) {  // every tile: a row sees its own kv head's columns alone
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int nt = 0; nt < kNTiles; ++nt)
+                if (cols.kv_head(nt) != rows.kv_head[half]) s[nt][2 * half] = s[nt][2 * half + 1] = -INFINITY;
     }
 }
 

@@ -125,8 +125,8 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
     // wait for this grid's end on the GPU instead of being launched after it.
     if (plan.num_splits > 1) ptx::allow_dependent_launch();
     const KvcBlock blk(p, plan.num_splits, T::kBlockM, T::kBlockN);
-    const int split = blk.split, b = blk.b, hk = blk.hk, heads_per_kv = blk.heads_per_kv;
-    const int packed_rows = blk.packed_rows, m0 = blk.m0, rows = blk.rows;
+    const int split = blk.split, b = blk.b, hk = blk.hk;
+    const int m0 = blk.m0, rows = blk.rows;
     const CacheSeq seq = blk.seq;
     const KeyRange first = blk.first, last = blk.last;
     const TileRange tiles = blk.tiles;
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
     KvcRowPair row_pairs[T::kMTiles];
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
-        row_pairs[mt] = kvc_row_pair(p, b, hk, heads_per_kv, packed_rows, m0 + warp_row0 + mt * 16 + group, seq.seqlen_k);
+        row_pairs[mt] = kvc_row_pair(p, blk, m0 + warp_row0 + mt * 16 + group);
 
     float acc_o[T::kMTiles][T::kDTiles][4];
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];

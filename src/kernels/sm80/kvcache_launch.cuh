@@ -109,14 +109,15 @@ inline void require_kvc_grid_rows(const AttnParams& p) {
 }
 
 // A kv-cache call's launches, for both attention kernels: the append, then (where there are queries) the attention
-// kernel by `attend(grid)` on its grid of (packed row blocks of block_m, batch x kv heads, splits), which KvcBlock
-// reads back, then the combine. Whatever can fail goes before this: the append writes the cache.
+// kernel by `attend(grid)` on its grid of (packed row blocks of block_m, batch x kv head groups of plan.head_group,
+// splits), which KvcBlock reads back, then the combine. Whatever can fail goes before this: the append writes the
+// cache.
 template <typename Elem, class Attend>
 void launch_kvc_steps(const AttnParams& p, const KvcPlan& plan, cudaStream_t stream, int block_m, Attend&& attend) {
     launch_kvc_append<Elem>(p, plan, stream);
     if (p.seqlen_q == 0) return;
-    const int packed_rows = p.seqlen_q * (p.nheads / p.nheads_k);
-    attend(dim3((packed_rows + block_m - 1) / block_m, p.batch * p.nheads_k, plan.num_splits));
+    const int packed_rows = p.seqlen_q * (p.nheads / p.nheads_k) * plan.head_group;
+    attend(dim3((packed_rows + block_m - 1) / block_m, p.batch * (p.nheads_k / plan.head_group), plan.num_splits));
     launch_kvc_combine<Elem>(p, plan, stream);
 }
 

@@ -3,15 +3,47 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+
+#include "common/host_device.h"
 
 namespace flashattn::kernels {
 
 struct KvcPlan {
     int num_splits = 1;
+    // kv heads a block (the Hopper kernel's paged caches with pages shorter than its tile, kvc_head_group); 1 elsewhere
+    int head_group = 1;
     void* q_rot = nullptr;         // rotated queries, contiguous (batch, seqlen_q, nheads, head_dim); null: no rotary
     float* o_accum = nullptr;      // num_splits > 1: partial outputs (num_splits, batch, nheads, seqlen_q, head_dim_v)
     float* lse_accum = nullptr;    // num_splits > 1: their LSEs (num_splits, batch, nheads, seqlen_q)
     size_t workspace_bytes = 0;
 };
+
+// A paged cache is read in pieces: the most rows (a power of two, kPageBoxRows up to `block_n`) that divide the page
+// size, so that a tile of block_n keys (block_n a power of two, cache positions aligned to it) is whole pieces, each
+// inside one page.
+constexpr int kPageBoxRows = 16;  // every page size is a multiple of 16
+FLASHATTN_HD constexpr int kvc_piece_rows(int64_t page_size, int block_n) {
+    int rows = block_n;
+    while (rows > kPageBoxRows && page_size % rows != 0) rows /= 2;
+    return rows;
+}
+
+// The Hopper kv-cache kernel's kv heads a block on a paged cache (1: dense caches, and pages a multiple of its tile).
+// Why: with pages shorter than a tile, a tile of one kv head is several small copies from scattered pages (16 rows of
+// 256 bytes, 2 KB apart, at page 16), and the memory system serves those 1-4% slower than a dense cache's
+// (bench/NOTES.md, "paged 16"). The cache's (position, kv head) rows of one page are contiguous, so a block of G kv
+// heads takes each page piece of all G heads in one copy; its tile is then block_n key-rows of G heads, block_n / G
+// keys each. G is a power of two up to block_n / piece rows that divides nheads_k and keeps the block's query rows
+// (G x kv_rows, kv_rows = query rows x query heads a kv head) within block_m.
+FLASHATTN_HD constexpr int kvc_head_group(int64_t page_size, int64_t nheads_k, int64_t kv_rows, int block_m,
+                                           int block_n) {
+    // Only pieces of kPageBoxRows (page sizes that are odd multiples of 16): the kernel's tile arithmetic knows the
+    // piece size at compile time (KvcTileCols); larger pieces already take 2 KB or more a row piece.
+    if (page_size <= 0 || nheads_k <= 0 || kvc_piece_rows(page_size, block_n) != kPageBoxRows) return 1;
+    int group = block_n / kPageBoxRows;
+    while (group > 1 && (nheads_k % group != 0 || group * kv_rows > block_m)) group /= 2;
+    return group;
+}
 
 }  // namespace flashattn::kernels

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/elem_type.cuh"
@@ -80,11 +82,15 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
     const auto kernel = prepared_kernel<T>();
-    const uint32_t box_rows = p.block_table ? kvc_piece_rows(p.page_size, T::kBlockN) : T::kBlockN;
+    // A box: a page piece of the block's kv heads (paged), or a whole tile of one kv head (dense).
+    const uint32_t box_rows = p.block_table ? kvc_piece_rows(p.page_size, T::kBlockN / plan.head_group) : T::kBlockN;
+    const auto box_heads = static_cast<uint32_t>(plan.head_group);
     const CacheGeometry gk = cache_geometry(p, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
     const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
-    const CUtensorMap map_k = make_tensor_map_4d_sw128(p.k, p.dtype, gk.dims, gk.strides, T::kBoxCols, box_rows);
-    const CUtensorMap map_v = make_tensor_map_4d_sw128(p.v, p.dtype, gv.dims, gv.strides, T::kBoxCols, box_rows);
+    const CUtensorMap map_k =
+        make_tensor_map_4d_sw128(p.k, p.dtype, gk.dims, gk.strides, T::kBoxCols, box_rows, box_heads);
+    const CUtensorMap map_v =
+        make_tensor_map_4d_sw128(p.v, p.dtype, gv.dims, gv.strides, T::kBoxCols, box_rows, box_heads);
     launch_kvc_steps<typename T::Elem>(p, plan, stream, T::kBlockM, [&](dim3 grid) {
         kernel<<<grid, T::kThreads, kvc_sm90_smem_bytes<T>(), stream>>>(map_k, map_v, p, plan);
         check_cuda(cudaGetLastError(), "Hopper kv-cache attention kernel launch");
@@ -124,6 +130,16 @@ int kvc_sm90_blocks_per_sm(const AttnParams& p) {
 
 int kvc_sm90_block_n(const AttnParams& p) {
     return with_traits(p, [](auto t) { return decltype(t)::kBlockN; });
+}
+
+int kvc_sm90_head_group(const AttnParams& p) {
+    if (!p.block_table) return 1;
+    if (const char* v = std::getenv("FLASHATTN_KVC_HEAD_GROUP"); v && std::strcmp(v, "1") == 0) return 1;
+    return with_traits(p, [&](auto t) {
+        using T = decltype(t);
+        return kvc_head_group(p.page_size, p.nheads_k, int64_t(p.seqlen_q) * (p.nheads / p.nheads_k), T::kBlockM,
+                              T::kBlockN);
+    });
 }
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {

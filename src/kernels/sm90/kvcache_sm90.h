@@ -17,8 +17,10 @@ bool kvc_sm90_handles(const AttnParams& p);
 
 // Resident blocks an SM for p's instance (the split heuristic's slots).
 int kvc_sm90_blocks_per_sm(const AttnParams& p);
-// Keys a tile of p's instance (the split heuristic's tile count).
+// Key-rows a tile of p's instance (the split heuristic's tile count).
 int kvc_sm90_block_n(const AttnParams& p);
+// kv heads a block (kvc_head_group of the instance's tile; 1 with FLASHATTN_KVC_HEAD_GROUP=1, for comparison).
+int kvc_sm90_head_group(const AttnParams& p);
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan);
 

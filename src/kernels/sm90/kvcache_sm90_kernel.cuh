@@ -35,15 +35,6 @@
 
 namespace flashattn::kernels {
 
-constexpr int kPageBoxRows = 16;  // every page size is a multiple of 16
-// A paged cache's pieces: the most rows (a power of two, kPageBoxRows up to the tile) that divide the page size, so
-// that a kBlockN-aligned tile (no leftpad) is whole pieces each inside one page: one lookup and one box a piece.
-__host__ __device__ constexpr int kvc_piece_rows(int page_size, int block_n) {
-    int rows = block_n;
-    while (rows > kPageBoxRows && page_size % rows != 0) rows /= 2;
-    return rows;
-}
-
 // kBlockN keys a tile, kKStages / kVStages stages of K / V tiles, kMinBlocks resident blocks an SM (the register cap).
 template <typename Elem_, int kHeadDim_, int kBlockN_, int kKStages_, int kVStages_, int kMinBlocks_>
 struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, kBlockN_> {
@@ -71,14 +62,16 @@ constexpr int kvc_sm90_smem_bytes() {
     return static_cast<int>(sizeof(KvcSm90Smem<T>)) + kSm90SmemAlign;  // room to align the dynamic base
 }
 
-// Producer lanes: the copies of one K or V tile (cache positions [pos0, pos0 + kBlockN)) into `boxes`, completing on
-// `full`. Dense: lane 0, one box a 64-column slice, at cache entry `where`. Paged (pieces > 0): lane j < pieces the
-// piece_rows-row piece at pos0 + j * piece_rows, from block `where` (its own lane's lookup); pieces past the sequence
-// are not copied (the masks and the V tail's zeros cover their rows).
+// Producer lanes: the copies of one K or V tile (cache positions [pos0, pos0 + kBlockN / heads) of kv heads
+// [hk, hk + heads)) into `boxes`, completing on `full`. Dense (one kv head): lane 0, one box a 64-column slice, at
+// cache entry `where`. Paged (pieces > 0): lane j < pieces the piece_rows-row piece at pos0 + j * piece_rows of all
+// `heads` kv heads (one box a 64-column slice, its heads one after the other: the tile's key-rows as KvcTileCols
+// reads them), from block `where` (its own lane's lookup); pieces past the sequence are not copied (the masks and the
+// V tail's zeros cover their rows).
 template <class T, int kBoxCount, typename Elem>
 __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap* map, uint64_t* full, int lane,
-                                                 bool paged, int page_size, int piece_rows, int pos0, int pieces,
-                                                 int hk, int where) {
+                                                 bool paged, int page_size, int piece_rows, int heads, int pos0,
+                                                 int pieces, int hk, int where) {
     if (!paged) {
         if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx(full, kBoxCount * T::kKvBoxElems * 2);
@@ -87,13 +80,14 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
         }
         return;
     }
-    if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, pieces * kBoxCount * piece_rows * T::kBoxCols * 2);
+    const int piece_elems = piece_rows * heads * T::kBoxCols;
+    if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, pieces * kBoxCount * piece_elems * 2);
     __syncwarp();
     if (lane < pieces) {
         const int pos = pos0 + lane * piece_rows;
         for (int bx = 0; bx < kBoxCount; ++bx)
-            ptx::tma_load_4d(boxes + bx * T::kKvBoxElems + lane * piece_rows * T::kBoxCols, map, full,
-                             bx * T::kBoxCols, pos % page_size, hk, where);
+            ptx::tma_load_4d(boxes + bx * T::kKvBoxElems + lane * piece_elems, map, full, bx * T::kBoxCols,
+                             pos % page_size, hk, where);
     }
 }
 
@@ -110,7 +104,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                  kSm90SmemAlign * kSm90SmemAlign);
     // With splits, the combine (a programmatic dependent) may have its blocks launched now.
     if (plan.num_splits > 1) ptx::allow_dependent_launch();
-    const KvcBlock blk(p, plan.num_splits, T::kBlockM, T::kBlockN);
+    // A block of head_group kv heads (KvcPlan::head_group): its tiles are kBlockN key-rows, keys_per_tile keys of
+    // each of its kv heads, arranged as KvcTileCols says.
+    const int head_group = plan.head_group, keys_per_tile = T::kBlockN / head_group;
+    const KvcBlock blk(p, plan.num_splits, T::kBlockM, keys_per_tile, head_group);
     const int split = blk.split, b = blk.b, hk = blk.hk, rows = blk.rows, m0 = blk.m0;
     const CacheSeq seq = blk.seq;
     const KeyRange first = blk.first, last = blk.last;
@@ -136,23 +133,23 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     if (warp == T::kProducerWarp) {
         const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
         const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
-        const int piece_rows = table_row ? kvc_piece_rows(p.page_size, T::kBlockN) : T::kBlockN;
+        const int piece_rows = table_row ? kvc_piece_rows(p.page_size, keys_per_tile) : T::kBlockN;
         for (int i = 0; i < tiles; ++i) {
             const int ks = i % T::kKStages, vs = i % T::kVStages;
-            const int n0 = (tile_begin + i) * T::kBlockN;
+            const int n0 = (tile_begin + i) * keys_per_tile;
             const int pos0 = seq.leftpad + n0;
             // Paged: this lane's piece, and the block its page maps to (pieces past the sequence are skipped).
             int where = entry, pieces = 0;
             if (table_row) {
-                pieces = (min(T::kBlockN, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
+                pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
                 where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
             }
             if (i >= T::kKStages) ptx::mbarrier_wait(&s.k_empty[ks], (i / T::kKStages - 1) % 2);
             issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, table_row != nullptr,
-                                           p.page_size, piece_rows, pos0, pieces, hk, where);
+                                           p.page_size, piece_rows, head_group, pos0, pieces, hk, where);
             if (i >= T::kVStages) ptx::mbarrier_wait(&s.v_empty[vs], (i / T::kVStages - 1) % 2);
             issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, table_row != nullptr,
-                                            p.page_size, piece_rows, pos0, pieces, hk, where);
+                                            p.page_size, piece_rows, head_group, pos0, pieces, hk, where);
         }
         return;
     }
@@ -175,7 +172,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
 
     // Each thread's two rows (group and group + 8 of its warp's 16).
     const int group = lane / 4, tig = lane % 4;
-    const KvcRowPair row_pair = kvc_row_pair(p, b, hk, blk.heads_per_kv, blk.packed_rows, m0 + warp * 16 + group, seq.seqlen_k);
+    const KvcRowPair row_pair = kvc_row_pair(p, blk, m0 + warp * 16 + group);
+    // The tile's key-rows (pieces of piece_rows keys of each kv head in turn; one piece of one kv head is the whole
+    // tile where the block has one kv head).
+    const KvcTileCols tile_cols{__ffs(head_group) - 1};
 
     float acc_o[T::kMTiles][T::kDTiles][4];
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
 
     for (int i = 0; i < tiles; ++i) {
         const int ks = i % T::kKStages, vs = i % T::kVStages;
-        const int n0 = (tile_begin + i) * T::kBlockN;
+        const int n0 = (tile_begin + i) * keys_per_tile;
 
         float acc_s[T::kMTiles][T::kNTiles][4];
         ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
@@ -198,9 +198,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
         if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[ks]);
 
-        // Score modifiers, then the masks on tiles some row does not wholly see.
-        kvc_prepare_scores<T::kNTiles>(acc_s[0], p, row_pair, n0, tig, seq.seqlen_k, transform,
-                                       !(last.begin <= n0 && first.end >= n0 + T::kBlockN), softcap_in);
+        // Score modifiers, then the masks on tiles some row does not wholly see (and, with several kv heads, each row's
+        // scores of the other kv heads' key-rows).
+        kvc_prepare_scores<T::kNTiles, true>(acc_s[0], p, row_pair, n0, tig, seq.seqlen_k, transform,
+                                             !(last.begin <= n0 && first.end >= n0 + keys_per_tile), softcap_in,
+                                             tile_cols);
         online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
         uint32_t a_frag[T::kPvSteps][4];
         pack_p<T>(a_frag, acc_s);
@@ -209,13 +211,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // V rows past the sequence hold another sequence's (or never written) values, or were not copied at all: P is
         // 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
         const int tail = seq.seqlen_k - n0;
-        if (tail < T::kBlockN) {
-            constexpr int kChunksPerBoxRow = T::kRowBytes / 16;
-            const int chunks_per_box = (T::kBlockN - tail) * kChunksPerBoxRow;
+        if (tail < keys_per_tile) {
+            constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunksPerBox = T::kBlockN * kChunksPerBoxRow;
             const uint32_t base = ptx::smem_addr(s.v[vs][0]);
-            for (int c = tid; c < T::kBoxesV * chunks_per_box; c += T::kConsumerThreads) {
-                const int bx = c / chunks_per_box, rest = c % chunks_per_box;
-                ptx::st_shared_16(base + (bx * T::kBlockN + tail) * T::kRowBytes + rest * 16, make_uint4(0, 0, 0, 0));
+            for (int c = tid; c < T::kBoxesV * kChunksPerBox; c += T::kConsumerThreads) {
+                const int row = c % kChunksPerBox / kChunksPerBoxRow;  // the key-row, in its box
+                if (tile_cols.key(row / 8) + row % 8 >= tail) ptx::st_shared_16(base + c * 16, make_uint4(0, 0, 0, 0));
             }
             ptx::fence_proxy_async_shared();
             ptx::named_barrier_sync<1>(T::kConsumerThreads);

@@ -60,12 +60,13 @@ CUtensorMap encode_sw128(const void* base, ElemType dtype, cuuint32_t rank, cons
 }  // namespace
 
 CUtensorMap make_tensor_map_4d_sw128(const void* base, ElemType dtype, const uint64_t (&dims)[4],
-                                     const uint64_t (&strides_elems)[3], uint32_t box_cols, uint32_t box_rows) {
+                                     const uint64_t (&strides_elems)[3], uint32_t box_cols, uint32_t box_rows,
+                                     uint32_t box_heads) {
     constexpr uint64_t kElemBytes = 2;
     const cuuint64_t d[4] = {dims[0], dims[1], dims[2], dims[3]};
     const cuuint64_t strides[3] = {strides_elems[0] * kElemBytes, strides_elems[1] * kElemBytes,
                                    strides_elems[2] * kElemBytes};
-    const cuuint32_t box[4] = {box_cols, box_rows, 1, 1};
+    const cuuint32_t box[4] = {box_cols, box_rows, box_heads, 1};
     return encode_sw128(base, dtype, 4, d, strides, box);
 }
 

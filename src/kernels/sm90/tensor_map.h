@@ -19,9 +19,10 @@ CUtensorMap make_tensor_map_2d_sw128(const void* base, ElemType dtype, uint64_t 
 
 // A 4-D map over an attention tensor (batch, rows, heads, head dim) with the head dim contiguous: dims innermost
 // first {head_dim, rows, heads, batch}, strides in elements {row, head, batch} (each a multiple of 8, i.e. 16 bytes),
-// boxes of box_cols x box_rows x 1 x 1 in the 128-byte swizzle. Elements outside the tensor (rows past the sequence,
-// columns past the head dim) read as zero.
+// boxes of box_cols x box_rows x box_heads x 1 in the 128-byte swizzle (in shared memory head by head, each head's
+// rows together). Elements outside the tensor (rows past the sequence, columns past the head dim) read as zero.
 CUtensorMap make_tensor_map_4d_sw128(const void* base, ElemType dtype, const uint64_t (&dims)[4],
-                                     const uint64_t (&strides_elems)[3], uint32_t box_cols, uint32_t box_rows);
+                                     const uint64_t (&strides_elems)[3], uint32_t box_cols, uint32_t box_rows,
+                                     uint32_t box_heads = 1);
 
 }  // namespace flashattn::kernels
