@@ -316,9 +316,12 @@ bool use_sm90_kvcache(const AttnParams& p) {
 // The plan for the kernel that will run p: the split count depends on that kernel's occupancy. An empty plan where
 // no kernel is compiled (the run is refused).
 KvcPlan kvc_plan_for(const AttnParams& p) {
-    if (use_sm90_kvcache(p))
-        return make_kvc_plan(p, current_sm_count(), kvc_sm90_blocks_per_sm(p), kvc_sm90_block_n(p),
-                             kvc_sm90_head_group(p));
+    if (use_sm90_kvcache(p)) {
+        const int sm_count = current_sm_count(), blocks_per_sm = kvc_sm90_blocks_per_sm(p);
+        const int group = kvc_head_group_for_grid(kvc_sm90_head_group(p), int64_t(p.batch) * p.nheads_k,
+                                                  int64_t(sm_count) * blocks_per_sm);
+        return make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), group);
+    }
     const Sm80Launchers l = sm80_launchers_or_none(p);
     if (!l.kvc_blocks_per_sm) return KvcPlan{};
     return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm(p), kKvcBlockN);

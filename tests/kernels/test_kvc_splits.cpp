@@ -73,6 +73,15 @@ TEST(KvcHeadGroup, OneForDenseCachesAndLargerPieces) {
     EXPECT_EQ(kvc_head_group(256, 8, 4, kTileRows, kTileKeys), 1);
 }
 
+TEST(KvcHeadGroup, TheLargestGroupWhoseGridStillFillsTheSlots) {
+    constexpr int64_t kSlots = kSms * 2;
+    EXPECT_EQ(kvc_head_group_for_grid(4, 64 * 32, kSlots), 4);  // 512 blocks of 4 kv heads
+    EXPECT_EQ(kvc_head_group_for_grid(4, 64 * 8, kSlots), 2);   // 256 blocks of 2 (128 of 4 would be one an SM)
+    EXPECT_EQ(kvc_head_group_for_grid(4, 32 * 8, kSlots), 1);   // 256 blocks of one
+    EXPECT_EQ(kvc_head_group_for_grid(4, 16 * 8, kSlots), 4);   // none fills it: the splits will
+    EXPECT_EQ(kvc_head_group_for_grid(1, 16 * 8, kSlots), 1);
+}
+
 }  // namespace
 }  // namespace flashattn::kernels
 #endif
