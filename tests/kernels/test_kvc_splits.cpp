@@ -78,8 +78,8 @@ TEST(KvcHeadGroup, TheLargestGroupWhoseGridStillFillsTheSlots) {
     EXPECT_EQ(kvc_head_group_for_grid(4, 64 * 32, kSlots), 4);  // 512 blocks of 4 kv heads
     EXPECT_EQ(kvc_head_group_for_grid(4, 64 * 8, kSlots), 2);   // 256 blocks of 2 (128 of 4 would be one an SM)
     EXPECT_EQ(kvc_head_group_for_grid(4, 32 * 8, kSlots), 1);   // 256 blocks of one
-    EXPECT_EQ(kvc_head_group_for_grid(4, 16 * 8, kSlots), 4);   // none fills it: the splits will
-    EXPECT_EQ(kvc_head_group_for_grid(1, 16 * 8, kSlots), 1);
+    EXPECT_EQ(kvc_head_group_for_grid(4, 16 * 8, kSlots), 1);   // none fills it: one kv head a block
+    EXPECT_EQ(kvc_head_group_for_grid(1, 64 * 32, kSlots), 1);
 }
 
 }  // namespace

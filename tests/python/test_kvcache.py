@@ -281,11 +281,14 @@ def test_more_units_than_resident_blocks_ragged(device, seqlen_q, page_size, rot
     (16, 16, 1, 16, dict(num_splits=3)),                      # no GQA: 4 kv heads of one row each
     (12, 6, 2, 16, dict(window_size=(-1, 40), causal=False)), # 6 kv heads: pairs
 ])
-def test_paged_small_pages_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size, options):
+def test_paged_small_pages_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size, options,
+                                                    monkeypatch):
     # Pages of 16 (or any odd multiple of 16) rows: the Hopper kv-cache kernel takes a page piece of several kv heads
-    # in one copy (kvc_head_group), its rows masked to their own kv head's keys. Ragged lengths (a partial last piece,
-    # a sequence whose cache was empty before the append), an append across pages, rotary, and the masks and score
-    # modifiers on top.
+    # in one copy (kvc_head_group), its rows masked to their own kv head's keys; by default only on grids large
+    # enough to keep two blocks an SM, so here forced (FLASHATTN_KVC_HEAD_GROUP=max). Ragged lengths (a partial last
+    # piece, a sequence whose cache was empty before the append), an append across pages, rotary, and the masks and
+    # score modifiers on top.
+    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "max")
     options = dict(options)
     causal = options.pop("causal", True)
     check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=128,

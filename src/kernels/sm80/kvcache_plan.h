@@ -47,14 +47,15 @@ FLASHATTN_HD constexpr int kvc_head_group(int64_t page_size, int64_t nheads_k, i
 }
 
 // Of the groups up to group_max (kvc_head_group), the largest whose grid (kv_blocks / group blocks: kv_blocks the
-// grid of one kv head a block) still fills kKvcGroupFilled of the GPU's resident slots (SMs x blocks an SM); where no
-// group does, group_max, and the split heuristic fills the GPU. Measured on an H200 (bench/NOTES.md, "kv heads a
-// block"): page-16 decode at one block an SM read 1.05-1.41x the dense time against 0.99-1.03x at two.
+// grid of one kv head a block) still fills kKvcGroupFilled of the GPU's resident slots (SMs x blocks an SM); 1 where
+// none does. Measured on an H100 (bench/NOTES.md, "kv heads a block"): where the grouped grid keeps two blocks an SM,
+// page-16 decode reads 0.99-1.01x the dense time against 1.02-1.03x per kv head; where grouping makes the grid small
+// enough to need splits (or more of them) it read 1.03-1.22x against 1.01-1.07x.
 constexpr double kKvcGroupFilled = 0.9;
 FLASHATTN_HD constexpr int kvc_head_group_for_grid(int group_max, int64_t kv_blocks, int64_t slots) {
-    for (int group = group_max; group >= 1; group /= 2)
+    for (int group = group_max; group > 1; group /= 2)
         if (double(kv_blocks / group) >= kKvcGroupFilled * double(slots)) return group;
-    return group_max;
+    return 1;
 }
 
 }  // namespace flashattn::kernels

@@ -132,14 +132,17 @@ int kvc_sm90_block_n(const AttnParams& p) {
     return with_traits(p, [](auto t) { return decltype(t)::kBlockN; });
 }
 
-int kvc_sm90_head_group(const AttnParams& p) {
+int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     if (!p.block_table) return 1;
-    if (const char* v = std::getenv("FLASHATTN_KVC_HEAD_GROUP"); v && std::strcmp(v, "1") == 0) return 1;
-    return with_traits(p, [&](auto t) {
+    const char* choice = std::getenv("FLASHATTN_KVC_HEAD_GROUP");
+    if (choice && std::strcmp(choice, "1") == 0) return 1;
+    const int most = with_traits(p, [&](auto t) {
         using T = decltype(t);
         return kvc_head_group(p.page_size, p.nheads_k, int64_t(p.seqlen_q) * (p.nheads / p.nheads_k), T::kBlockM,
                               T::kBlockN);
     });
+    if (choice && std::strcmp(choice, "max") == 0) return most;
+    return kvc_head_group_for_grid(most, int64_t(p.batch) * p.nheads_k, slots);
 }
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {

@@ -19,8 +19,10 @@ bool kvc_sm90_handles(const AttnParams& p);
 int kvc_sm90_blocks_per_sm(const AttnParams& p);
 // Key-rows a tile of p's instance (the split heuristic's tile count).
 int kvc_sm90_block_n(const AttnParams& p);
-// kv heads a block (kvc_head_group of the instance's tile; 1 with FLASHATTN_KVC_HEAD_GROUP=1, for comparison).
-int kvc_sm90_head_group(const AttnParams& p);
+// kv heads a block on a GPU of `slots` resident blocks (kvc_head_group of the instance's tile, then
+// kvc_head_group_for_grid). FLASHATTN_KVC_HEAD_GROUP=1 keeps one kv head a block (for comparison), =max takes
+// kvc_head_group's count whatever the grid (tests).
+int kvc_sm90_head_group(const AttnParams& p, int64_t slots);
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan);
 
