@@ -271,10 +271,7 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
 }
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them.
-// fill_slots: the split heuristic's "filled" grid is 0.9 of the resident slots rather than of the SMs (a measurement
-// knob for paged caches, FLASHATTN_KVC_SPLIT_FILL=slots).
-KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1,
-                      bool fill_slots = false) {
+KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1) {
     KvcPlan plan;
     plan.head_group = head_group;
     const int64_t packed_rows = int64_t(p.seqlen_q) * (p.nheads / std::max(p.nheads_k, 1)) * head_group;
@@ -282,8 +279,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const int64_t keys_per_tile = block_n / head_group;
     const int64_t key_tiles = (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;  // of the cache's capacity
     int64_t splits = p.num_splits;
-    const int64_t slots = int64_t(sm_count) * std::max(blocks_per_sm, 1);
-    if (splits <= 0) splits = kvc_splits(blocks, key_tiles, fill_slots ? slots : sm_count, slots);
+    if (splits <= 0) splits = kvc_splits(blocks, key_tiles, sm_count, int64_t(sm_count) * std::max(blocks_per_sm, 1));
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
     if (p.seqlen_q == 0) plan.num_splits = 1;
@@ -323,9 +319,7 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
     if (use_sm90_kvcache(p)) {
         const int sm_count = current_sm_count(), blocks_per_sm = kvc_sm90_blocks_per_sm(p);
         const int group = kvc_sm90_head_group(p, int64_t(sm_count) * blocks_per_sm);
-        const char* fill = std::getenv("FLASHATTN_KVC_SPLIT_FILL");
-        const bool fill_slots = p.block_table && fill && std::strcmp(fill, "slots") == 0;
-        return make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), group, fill_slots);
+        return make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), group);
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);
     if (!l.kvc_blocks_per_sm) return KvcPlan{};

@@ -32,10 +32,11 @@ FLASHATTN_HD constexpr int kvc_piece_rows(int64_t page_size, int block_n) {
 // The Hopper kv-cache kernel's kv heads a block on a paged cache (1: dense caches, and pages a multiple of its tile).
 // Why: with pages shorter than a tile, a tile of one kv head is several small copies from scattered pages (16 rows of
 // 256 bytes, 2 KB apart, at page 16), and the memory system serves those 1-4% slower than a dense cache's
-// (bench/NOTES.md, "paged 16"). The cache's (position, kv head) rows of one page are contiguous, so a block of G kv
-// heads takes each page piece of all G heads in one copy; its tile is then block_n key-rows of G heads, block_n / G
-// keys each. G is a power of two up to block_n / piece rows that divides nheads_k and keeps the block's query rows
-// (G x kv_rows, kv_rows = query rows x query heads a kv head) within block_m.
+// (bench/probe_kv_stream.cu; four kv heads a copy took half of that back). The cache's (position, kv head) rows of
+// one page are contiguous, so a block of G kv heads takes each page piece of all G heads in one copy; its tile is
+// then block_n key-rows of G heads, block_n / G keys each. G is a power of two up to block_n / piece rows that divides
+// nheads_k and keeps the block's query rows (G x kv_rows, kv_rows = query rows x query heads a kv head) within
+// block_m.
 FLASHATTN_HD constexpr int kvc_head_group(int64_t page_size, int64_t nheads_k, int64_t kv_rows, int block_m,
                                            int block_n) {
     // Only pieces of kPageBoxRows (page sizes that are odd multiples of 16): the kernel's tile arithmetic knows the
@@ -48,9 +49,9 @@ FLASHATTN_HD constexpr int kvc_head_group(int64_t page_size, int64_t nheads_k, i
 
 // Of the groups up to group_max (kvc_head_group), the largest whose grid (kv_blocks / group blocks: kv_blocks the
 // grid of one kv head a block) still fills kKvcGroupFilled of the GPU's resident slots (SMs x blocks an SM); 1 where
-// none does. Measured on an H100 (bench/NOTES.md, "kv heads a block"): where the grouped grid keeps two blocks an SM,
-// page-16 decode reads 0.99-1.01x the dense time against 1.02-1.03x per kv head; where grouping makes the grid small
-// enough to need splits (or more of them) it read 1.03-1.22x against 1.01-1.07x.
+// none does. Measured on an H100 (bench/NOTES.md, "kv-cache: several kv heads a block"): where the grouped grid keeps
+// two blocks an SM, page-16 decode read 0.98-1.02x the dense time against 1.01-1.03x with one kv head a block; where
+// grouping made the grid small enough to need splits (or more of them) it read 1.03-1.22x against 1.01-1.07x.
 constexpr double kKvcGroupFilled = 0.9;
 FLASHATTN_HD constexpr int kvc_head_group_for_grid(int group_max, int64_t kv_blocks, int64_t slots) {
     for (int group = group_max; group > 1; group /= 2)
