@@ -8,11 +8,14 @@
 //
 // One block: one warpgroup computing kBlockM = 64 packed query rows (the query heads that share kv head hk, as the
 // Ampere-class kernel packs them: packed row r is token r / group of query head hk * group + r % group) against one
-// split of the cache, and one producer warp whose lane 0 issues the copies. K and V tiles of kBlockN keys flow through
-// rings of kKStages / kVStages stages: "full" mbarriers complete on the copies' bytes, "empty" ones on one arrival
-// from each consumer warp once its products have read the stage. Dense caches are read in whole tiles through a 4-D
-// tensor map (head dim, cache position, kv head, cache entry); paged ones in pieces (the most rows, 16 up to a tile,
-// that divide the page size), each at its page's block.
+// split of the cache, and one producer warp whose lane 0 issues the copies. On paged caches of 16-row pieces a block
+// may take 2 or 4 kv heads (KvcPlan::head_group, kvc_head_group): its rows are then (kv head, packed row) pairs, one
+// copy brings a page piece of all its kv heads, a tile is 64 key-rows of 32 or 16 keys each (KvcTileCols), and each
+// row's scores of the other kv heads' key-rows are masked, so P V adds its own kv head's values alone. K and V tiles
+// of kBlockN key-rows flow through rings of kKStages / kVStages stages: "full" mbarriers complete on the copies'
+// bytes, "empty" ones on one arrival from each consumer warp once its products have read the stage. Dense caches are
+// read in whole tiles through a 4-D tensor map (head dim, cache position, kv head, cache entry); paged ones in pieces
+// (the most rows, 16 up to a tile, that divide the page size), each at its page's block.
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
 // packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits each block writes its normalised
@@ -173,8 +176,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // Each thread's two rows (group and group + 8 of its warp's 16).
     const int group = lane / 4, tig = lane % 4;
     const KvcRowPair row_pair = kvc_row_pair(p, blk, m0 + warp * 16 + group);
-    // The tile's key-rows (pieces of piece_rows keys of each kv head in turn; one piece of one kv head is the whole
-    // tile where the block has one kv head).
+    // The tile's key-rows: pieces of kPageBoxRows keys of each kv head in turn (with one kv head, its keys in order).
     const KvcTileCols tile_cols{__ffs(head_group) - 1};
 
     float acc_o[T::kMTiles][T::kDTiles][4];
