@@ -33,8 +33,9 @@ table = None
 if page:  # the dense cache's rows, pages in a random order (as bench/bench_decode.py)
     blocks = batch * cache_len // page
     order = torch.randperm(blocks, device=dev, generator=g)
-    k = k.reshape(blocks, page, nheads_k, 128)[order.argsort()].contiguous()
-    v = v.reshape(blocks, page, nheads_k, 128)[order.argsort()].contiguous()
+    placed = order.argsort()  # pool block order[j] holds logical block j
+    k = k.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
+    v = v.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
     table = order.to(torch.int32).reshape(batch, -1)
 for _ in range(4):  # the profiled launch is the last: warm caches of the table and the clocks alike
     flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, block_table=table, causal=True)
