@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU and Nsight Compute: the Hopper kv-cache kernel on one decode shape, dense and paged,
-# side by side, to see where a paged cache's time goes (bench/NOTES.md, "kv-cache: several kv heads a block": page 16
-# on grids of one block an SM reads 1.04-1.07x dense on an H100, 1.3-1.4x on an H200, and neither more stages nor more
-# kv heads a block changed that). Needs the Python package importable (PYTHONPATH). Writes to $OUT (default ./out):
-#   ncu_decode_<layout>.txt   the sections of one attention launch (speed of light, memory workload with its tables,
-#                             warp states, launch) for layout "dense" and "page<N>"
-#   ncu_decode_summary.txt    the lines that compare: duration, DRAM throughput and bytes, L2 hit rates, stalls
-#   NCU_DECODE_SHAPE  "batch nheads_k cache_len" (default "16 8 16384"; 32 query heads, head dim 128, bf16, one query
-#                     row, causal)
-#   NCU_DECODE_PAGES  page sizes to profile beside the dense cache (default "16 64")
-# Clocks are left to the GPU (--clock-control none), as the timings elsewhere.
+# On a machine with an NVIDIA GPU and Nsight Compute: one decode call under the profiler, for each of several shapes
+# and layouts side by side: the Hopper kv-cache kernel on a dense cache and on paged ones, and PyTorch SDPA's cuDNN
+# backend on the contiguous cache (the peer), to see where a call's time goes (bench/NOTES.md, "kv-cache: several kv
+# heads a block" and "what one block an SM waits on"). Needs the Python package importable (PYTHONPATH). Writes to
+# $OUT (default ./out):
+#   ncu_decode_summary.txt  the lines that compare: duration, DRAM throughput, L2 hit rates, stalls
+#   ncu_decode.tar.gz       per shape and layout: the sections of the profiled launches (<shape>_<layout>.txt), for
+#                           flashattn's kernel its warps' stall samples by reason and instruction (_top.txt) and the
+#                           source page as CSV (_source.csv), and Nsight Compute's console (run_<shape>_<layout>.log)
+#   NCU_DECODE_SHAPES  shapes "batch nheads_k cache_len", separated by ";" (default "16 8 16384;16 8 1024"; 32 query
+#                      heads, head dim 128, bf16, one query row, causal)
+#   NCU_DECODE_PAGES   page sizes to profile beside the dense cache (default "16")
+#   NCU_DECODE_CUDNN   1 (default) to profile SDPA's cuDNN backend too
+# Every kernel of the profiled call is profiled (an NVTX range marks it), after three unprofiled calls; the caches are
+# flushed before each profiled kernel (Nsight Compute's default), as the benchmark flushes L2 before each call. Clocks
+# are left to the GPU (--clock-control none), as the timings elsewhere.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}; mkdir -p "$out"
-read -r batch nheads_k cache_len <<< "${NCU_DECODE_SHAPE:-16 8 16384}"
+detail=/tmp/flashattn_ncu_decode; rm -rf "$detail"; mkdir -p "$detail"
 driver=/tmp/flashattn_ncu_decode.py
 cat > "$driver" <<'EOF'
 import sys
@@ -23,6 +28,7 @@ import torch
 from flashattn import flash_attn_with_kvcache
 
 batch, nheads_k, cache_len, page = (int(a) for a in sys.argv[1:5])
+peer = len(sys.argv) > 5 and sys.argv[5] == "cudnn"
 dev, dt = "cuda", torch.bfloat16
 g = torch.Generator(device=dev).manual_seed(0)
 q = torch.randn(batch, 1, 32, 128, device=dev, dtype=dt, generator=g)
@@ -37,26 +43,52 @@ if page:  # the dense cache's rows, pages in a random order (as bench/bench_deco
     k = k.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
     v = v.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
     table = order.to(torch.int32).reshape(batch, -1)
-for _ in range(4):  # the profiled launch is the last: warm caches of the table and the clocks alike
-    flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, block_table=table, causal=True)
+if peer:  # SDPA on the contiguous (batch, heads, seqlen, hdim) cache, as bench/bench_decode.py times it
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+    def call():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
+else:
+    def call():
+        flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, block_table=table, causal=True)
+for _ in range(3):  # warm: the clocks, the table's and the library's first-call work
+    call()
+torch.cuda.synchronize()
+torch.cuda.nvtx.range_push("profiled")
+call()
+torch.cuda.nvtx.range_pop()
 torch.cuda.synchronize()
 EOF
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables
-          --section WarpStateStats --section LaunchStats --section Occupancy)
+          --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy
+          --section SourceCounters)
 summary="$out/ncu_decode_summary.txt"; : > "$summary"
-for page in 0 ${NCU_DECODE_PAGES:-16 64}; do
-  layout=$([ "$page" = 0 ] && echo dense || echo "page$page")
-  rep=/tmp/flashattn_ncu_decode_$layout
-  rm -f "$rep.ncu-rep"
-  t0=$(date +%s)
-  timeout 300 ncu --clock-control none --kernel-name regex:kvcache_sm90 --launch-skip 3 --launch-count 1 \
-    "${sections[@]}" -o "$rep" python3 "$driver" "$batch" "$nheads_k" "$cache_len" "$page" \
-    > "$out/ncu_decode_run_$layout.log" 2>&1
-  echo "ncu $layout: rc $? in $(( $(date +%s) - t0 )) s"
-  ncu --import "$rep.ncu-rep" --page details > "$out/ncu_decode_$layout.txt" 2>&1
-  { echo "== $layout (batch $batch, $nheads_k kv heads, cache $cache_len)"
-    grep -E "^\s+(Duration|DRAM Throughput|Memory Throughput|L1/TEX Hit Rate|L2 Hit Rate|Mem Busy|Max Bandwidth|Grid Size|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction)" \
-      "$out/ncu_decode_$layout.txt"
-  } >> "$summary"
+IFS=';' read -r -a shapes <<< "${NCU_DECODE_SHAPES:-16 8 16384;16 8 1024}"
+for shape in "${shapes[@]}"; do
+  read -r batch nheads_k cache_len <<< "$shape"
+  tag="b${batch}_hk${nheads_k}_L${cache_len}"
+  layouts=(0 ${NCU_DECODE_PAGES:-16}); [ "${NCU_DECODE_CUDNN:-1}" = 1 ] && layouts+=(cudnn)
+  for layout in "${layouts[@]}"; do
+    case $layout in 0) name=dense; page=0; peer="";; cudnn) name=cudnn; page=0; peer=cudnn;; *) name=page$layout; page=$layout; peer="";; esac
+    rep=/tmp/flashattn_ncu_decode_${tag}_$name
+    rm -f "$rep.ncu-rep"
+    t0=$(date +%s)
+    timeout 300 ncu --clock-control none --nvtx --nvtx-include "profiled/" "${sections[@]}" -o "$rep" \
+      python3 "$driver" "$batch" "$nheads_k" "$cache_len" "$page" $peer > "$detail/run_${tag}_$name.log" 2>&1
+    echo "ncu $tag $name: rc $? in $(( $(date +%s) - t0 )) s"
+    ncu --import "$rep.ncu-rep" --page details > "$detail/${tag}_$name.txt" 2>&1
+    if [ -z "$peer" ]; then
+      ncu --import "$rep.ncu-rep" --page source --csv --print-source sass --kernel-name regex:kvcache_sm90 \
+        > "$detail/${tag}_${name}_source.csv" 2>&1
+      python3 "$root/scripts/ncu_top_stalls.py" "$detail/${tag}_${name}_source.csv" --top 30 \
+        > "$detail/${tag}_${name}_top.txt" 2>&1
+    fi
+    { echo "== $tag $name"
+      grep -E "^  [a-zA-Z_].*\(|^\s+(Duration|DRAM Throughput|Memory Throughput|L1/TEX Hit Rate|L2 Hit Rate|Mem Busy|Max Bandwidth|Grid Size|Block Size|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|SM Frequency|No Eligible|Issued Warp Per Scheduler)" \
+        "$detail/${tag}_$name.txt"
+    } >> "$summary"
+  done
 done
+(cd "$detail" && tar czf "$out/ncu_decode.tar.gz" .)
 cat "$summary"

@@ -238,6 +238,20 @@ def test_sequences_that_see_no_key(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("page_size,seqlen_cache,lengths", [
+    (None, 40, [0, 39, 17]),  # dense, shorter than one tile; the cache entries permuted
+    (16, 16, [0, 5, 16]),     # a table of one page
+    (16, 80, [0, 80, 65]),    # the second tile partly past the table
+    (48, 48, [0, 47, 1]),     # pieces of 16 rows in pages of 48
+])
+def test_sequences_shorter_than_the_copies(device, page_size, seqlen_cache, lengths):
+    # The serving shape with sequences of no key or fewer keys than a tile (or two) holds, and block tables shorter
+    # than a tile: the copies bring rows past each sequence (or skip them), and those must be masked, never read.
+    check(device, torch.bfloat16, batch=3, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=seqlen_cache,
+          seqlen_new=0, lengths=lengths, page_size=page_size, permute=page_size is None, causal=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("page_size", [None, 16])
 def test_head_dim_not_multiple_of_8_is_padded(device, page_size):
     # As FlashAttention: q, k, v and the caches padded with zero columns, the appended rows copied back into the

@@ -3,6 +3,7 @@
 // has them (sm80/kvcache_launch.cuh). Instances: float16, bfloat16 x head dims 64, 128.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -152,3 +153,16 @@ void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {
 int64_t kvc_sm90_launches() { return g_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn::kernels
+
+#if defined(FLASHATTN_TIMELINE) && FLASHATTN_TIMELINE
+// The diagnostic build's per-block timestamps of the kv-cache kernel (timeline.cuh, KvcEvent): rows of kKvEvents
+// 64-bit values for blocks [0, blocks) of the last launch (by linear block index). Returns 0, or 1 on a CUDA error.
+extern "C" __attribute__((visibility("default"))) int flashattn_debug_kvc_timeline(unsigned long long* out,
+                                                                                   int blocks) {
+    using namespace flashattn::kernels;
+    const size_t rows = static_cast<size_t>(std::min(blocks, kKvcTimelineBlocks));
+    return cudaMemcpyFromSymbol(out, g_kvc_timeline, rows * kKvEvents * sizeof(unsigned long long)) == cudaSuccess
+               ? 0
+               : 1;
+}
+#endif

@@ -120,6 +120,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     auto head_of = [&](int packed) { return blk.head_of(packed); };
 
     if (tid == 0) {
+        kvc_mark(kKvStart);
         for (int st = 0; st < T::kKStages; ++st) {
             ptx::mbarrier_init(&s.k_full[st], 1);
             ptx::mbarrier_init(&s.k_empty[st], T::kConsumerThreads / 32);
@@ -153,6 +154,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             if (i >= T::kVStages) ptx::mbarrier_wait(&s.v_empty[vs], (i / T::kVStages - 1) % 2);
             issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, table_row != nullptr,
                                             p.page_size, piece_rows, head_group, pos0, pieces, hk, where);
+            if (i == 0 && lane == 0) kvc_mark(kKvFirstIssue);
         }
         return;
     }
@@ -172,6 +174,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::fence_proxy_async_shared();  // wgmma reads Q through the async proxy
         ptx::named_barrier_sync<1>(T::kConsumerThreads);
     }
+    const bool marks = tid == 0;  // the timeline's (diagnostic builds only)
+    if (marks) kvc_mark(kKvQReady);
 
     // Each thread's two rows (group and group + 8 of its warp's 16).
     const int group = lane / 4, tig = lane % 4;
@@ -195,6 +199,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
 
         float acc_s[T::kMTiles][T::kNTiles][4];
         ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
+        if (marks && i == 0) kvc_mark(kKvFirstK);
+        if (marks && i == tiles - 1) kvc_mark(kKvLastK);
         issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[ks][0]));
         ptx::wgmma_wait<0>();
         ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
@@ -210,6 +216,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         pack_p<T>(a_frag, acc_s);
 
         ptx::mbarrier_wait(&s.v_full[vs], (i / T::kVStages) % 2);
+        if (marks && i == tiles - 1) kvc_mark(kKvLastV);
         // V rows past the sequence hold another sequence's (or never written) values, or were not copied at all: P is
         // 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
         const int tail = seq.seqlen_k - n0;
@@ -227,6 +234,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::wgmma_wait<0>();
         ptx::fence_registers(o_flat);
         if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
+        if (marks && i == 0) kvc_mark(kKvFirstPv);
+        if (marks && i == tiles - 1) kvc_mark(kKvLastPv);
     }
 
     // ---- epilogue: the rows' normalised O and LSE, to the output or (splits) to the workspace -----------------------
@@ -271,6 +280,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 p.softmax_lse[b * p.lse_batch_stride + head_of(packed) * p.lse_head_stride + token_of(packed)] = lse;
         }
     }
+    if (marks) kvc_mark(kKvStored);
 #endif
 }
 

@@ -45,6 +45,27 @@ enum TileEvent : int {
 };
 constexpr int kTileTimelineBlocks = 1024, kTileTimelineTiles = 64;
 
+// The kv-cache kernel (kvcache_sm90_kernel.cuh): per block (its linear index over the 3-D grid, below
+// kKvcTimelineBlocks), g_kvc_timeline holds clock64 at each event below, the SM's index, and the global nanosecond
+// timer at the block's start and end (to turn its cycles into time and to place blocks against each other).
+// flashattn_debug_kvc_timeline (kvcache_sm90.cu, same build only) copies them out.
+enum KvcEvent : int {
+    kKvStart,       // thread 0's first instruction
+    kKvFirstIssue,  // the producer has issued the first tile's K and V copies
+    kKvQReady,      // the consumers have gathered Q (consumer thread 0's view from here on)
+    kKvFirstK,      // ... the first K tile has landed
+    kKvFirstPv,     // ... the first P V product is done
+    kKvLastK,       // ... the last K tile has landed
+    kKvLastV,       // ... the last V tile has landed
+    kKvLastPv,      // ... the last P V product is done
+    kKvStored,      // ... its output rows and LSE are written
+    kKvSm,          // the SM's index
+    kKvGlobalStart,  // %globaltimer at kKvStart (ns)
+    kKvGlobalEnd,    // %globaltimer at kKvStored (ns)
+    kKvEvents
+};
+constexpr int kKvcTimelineBlocks = 8192;
+
 #if defined(FLASHATTN_TIMELINE) && FLASHATTN_TIMELINE
 __device__ unsigned long long g_timeline[kTimelineBlocks][kTlEvents];
 
@@ -74,9 +95,28 @@ __device__ __forceinline__ void tile_mark(int tile, int event) {
         g_tile_timeline[blockIdx.x][tile][kTtGlobalNs] = t;
     }
 }
+__device__ unsigned long long g_kvc_timeline[kKvcTimelineBlocks][kKvEvents];
+
+__device__ __forceinline__ void kvc_mark(int event) {
+    const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    if (block >= kKvcTimelineBlocks) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
+    g_kvc_timeline[block][event] = t;
+    if (event == kKvStart || event == kKvStored) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        g_kvc_timeline[block][event == kKvStart ? kKvGlobalStart : kKvGlobalEnd] = t;
+    }
+    if (event == kKvStart) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        g_kvc_timeline[block][kKvSm] = sm;
+    }
+}
 #else
 __device__ __forceinline__ void timeline_mark(int) {}
 __device__ __forceinline__ void tile_mark(int, int) {}
+__device__ __forceinline__ void kvc_mark(int) {}
 #endif
 
 }  // namespace flashattn::kernels

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Where a block of the Hopper kv-cache kernel spends its time: per-block phase timestamps from a diagnostic build.
+
+Install the Python package with the timeline compiled in (nothing else changes; see src/kernels/sm90/timeline.cuh):
+
+    CMAKE_ARGS="-DCMAKE_CUDA_FLAGS=-DFLASHATTN_TIMELINE=1 -DFLASHATTN_PY_STATIC_CXX_RUNTIME=OFF" \\
+        FLASHATTN_CUDA_ARCHS=90a python3 -m pip install --no-build-isolation --no-deps -C build-dir=/tmp/build_tl \\
+        --target /tmp/site_tl .
+
+(FLASHATTN_PY_STATIC_CXX_RUNTIME=OFF drops the export list that leaves the module nothing but PyInit__C, so the
+timeline's reader is visible; the build folder of its own keeps the usual build's cache as it is.) Then:
+
+    PYTHONPATH=/tmp/site_tl python3 bench/kvc_timeline.py --shapes 16,8,1024 16,8,16384 --pages 0 16
+
+For each shape (batch, kv heads, cache length; 32 query heads, head dim 128, bf16, one query row, causal) and page
+size (0: dense), runs flash_attn_with_kvcache a few times and reads the last launch's timestamps. Prints, over the
+blocks, the median and mean microseconds of each phase (consumer thread 0's view from Q on), when blocks started and
+ended against the first block's start, and the kernel's time by CUDA events (the L2 flushed before it, as
+bench/bench_decode.py times a call).
+"""
+import argparse
+import ctypes
+import importlib
+import statistics
+
+import torch
+
+from flashattn import flash_attn_with_kvcache
+
+EVENTS = ["start", "first_issue", "q_ready", "first_k", "first_pv", "last_k", "last_v", "last_pv", "stored", "sm",
+          "global_start", "global_end"]
+MAX_BLOCKS = 8192  # kKvcTimelineBlocks
+PHASES = [("start", "first_issue"), ("start", "q_ready"), ("start", "first_k"), ("first_k", "first_pv"),
+          ("first_pv", "last_k"), ("last_k", "last_v"), ("last_v", "last_pv"), ("last_pv", "stored"),
+          ("start", "stored")]
+
+
+def library():
+    lib = ctypes.CDLL(importlib.import_module("flashattn._C").__file__)
+    try:
+        fn = lib.flashattn_debug_kvc_timeline
+    except AttributeError:
+        raise SystemExit("this build has no timeline reader: install as the docstring says")
+    fn.argtypes = [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int]
+    return fn
+
+
+def inputs(batch, nheads_k, cache_len, page, gen):
+    dev, dt = "cuda", torch.bfloat16
+    q = torch.randn(batch, 1, 32, 128, device=dev, dtype=dt, generator=gen)
+    k = torch.randn(batch, cache_len, nheads_k, 128, device=dev, dtype=dt, generator=gen)
+    v = torch.randn_like(k)
+    table = None
+    if page:  # pages in a random order, as bench/bench_decode.py places them
+        blocks = batch * cache_len // page
+        order = torch.randperm(blocks, device=dev, generator=gen)
+        placed = order.argsort()
+        k = k.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
+        v = v.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
+        table = order.to(torch.int32).reshape(batch, -1)
+    lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=dev)
+    return q, k, v, lengths, table
+
+
+def summarise(rows, label, kernel_us):
+    ev = {name: i for i, name in enumerate(EVENTS)}
+    last = max(r[ev["global_start"]] for r in rows)
+    rows = [r for r in rows if r[ev["global_start"]] > last - 2_000_000]  # the last launch's blocks (2 ms window)
+    t0 = min(r[ev["global_start"]] for r in rows)
+    print(f"== {label}: {len(rows)} blocks, kernel {kernel_us:.1f} us (CUDA events)")
+    ghz = []
+    for r in rows:
+        dt = r[ev["global_end"]] - r[ev["global_start"]]
+        if dt > 0:
+            ghz.append((r[ev["stored"]] - r[ev["start"]]) / dt)
+    clock = statistics.median(ghz)
+    print(f"   SM clock from the blocks' own timers: {clock:.2f} GHz (median)")
+    for a, b in PHASES:
+        us = [(r[ev[b]] - r[ev[a]]) / clock / 1e3 for r in rows]
+        print(f"   {a:>11s} -> {b:<11s} median {statistics.median(us):7.2f} us  mean {statistics.mean(us):7.2f}"
+              f"  min {min(us):7.2f}  max {max(us):7.2f}")
+    starts = sorted((r[ev["global_start"]] - t0) / 1e3 for r in rows)
+    ends = sorted((r[ev["global_end"]] - t0) / 1e3 for r in rows)
+    q = lambda xs, f: xs[min(len(xs) - 1, int(f * len(xs)))]
+    print(f"   block starts after the first: median {q(starts, .5):.2f} us, 90% {q(starts, .9):.2f}, "
+          f"last {starts[-1]:.2f}")
+    print(f"   block ends after the first start: first {ends[0]:.2f} us, median {q(ends, .5):.2f}, "
+          f"90% {q(ends, .9):.2f}, last {ends[-1]:.2f}")
+    sms = len({r[ev["sm"]] for r in rows})
+    print(f"   SMs used: {sms}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", nargs="+", default=["16,8,1024", "16,8,16384", "64,8,1024"],
+                    help="batch,nheads_k,cache_len")
+    ap.add_argument("--pages", type=int, nargs="+", default=[0, 16])
+    args = ap.parse_args()
+    fn = library()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    buf = (ctypes.c_ulonglong * (MAX_BLOCKS * len(EVENTS)))()
+    for shape in args.shapes:
+        batch, nheads_k, cache_len = (int(x) for x in shape.split(","))
+        for page in args.pages:
+            q, k, v, lengths, table = inputs(batch, nheads_k, cache_len, page, gen)
+            call = lambda: flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, block_table=table, causal=True)
+            for _ in range(3):
+                call()
+            flush.zero_()
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            call()
+            stop.record()
+            torch.cuda.synchronize()
+            if fn(buf, MAX_BLOCKS) != 0:
+                raise SystemExit("flashattn_debug_kvc_timeline failed")
+            rows = [buf[i * len(EVENTS):(i + 1) * len(EVENTS)] for i in range(MAX_BLOCKS)]
+            rows = [r for r in rows if r[EVENTS.index("global_start")] != 0]
+            summarise(rows, f"batch {batch}, {nheads_k} kv heads, cache {cache_len}, "
+                            f"{'dense' if not page else f'page {page}'}", start.elapsed_time(stop) * 1e3)
+
+
+if __name__ == "__main__":
+    main()
