@@ -93,7 +93,8 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const CUtensorMap map_v =
         make_tensor_map_4d_sw128(p.v, p.dtype, gv.dims, gv.strides, T::kBoxCols, box_rows, box_heads);
     launch_kvc_steps<typename T::Elem>(p, plan, stream, T::kBlockM, [&](dim3 grid) {
-        kernel<<<grid, T::kThreads, kvc_sm90_smem_bytes<T>(), stream>>>(map_k, map_v, p, plan);
+        const int threads = p.block_table ? T::kThreads : T::kThreadsDense;  // two producer warps on paged caches
+        kernel<<<grid, threads, kvc_sm90_smem_bytes<T>(), stream>>>(map_k, map_v, p, plan);
         check_cuda(cudaGetLastError(), "Hopper kv-cache attention kernel launch");
         g_launches.fetch_add(1, std::memory_order_relaxed);
     });

@@ -8,14 +8,14 @@
 //
 // One block: one warpgroup computing kBlockM = 64 packed query rows (the query heads that share kv head hk, as the
 // Ampere-class kernel packs them: packed row r is token r / group of query head hk * group + r % group) against one
-// split of the cache, and one producer warp whose lane 0 issues the copies. On paged caches of 16-row pieces a block
-// may take 2 or 4 kv heads (KvcPlan::head_group, kvc_head_group): its rows are then (kv head, packed row) pairs, one
-// copy brings a page piece of all its kv heads, a tile is 64 key-rows of 32 or 16 keys each (KvcTileCols), and each
-// row's scores of the other kv heads' key-rows are masked, so P V adds its own kv head's values alone. K and V tiles
-// of kBlockN key-rows flow through rings of kKStages / kVStages stages: "full" mbarriers complete on the copies'
-// bytes, "empty" ones on one arrival from each consumer warp once its products have read the stage. Dense caches are
-// read in whole tiles through a 4-D tensor map (head dim, cache position, kv head, cache entry); paged ones in pieces
-// (the most rows, 16 up to a tile, that divide the page size), each at its page's block.
+// split of the cache, and producer warps that issue the copies (on paged caches two: K's, V's). On paged caches of
+// 16-row pieces a block may take 2 or 4 kv heads (KvcPlan::head_group, kvc_head_group): its rows are then (kv head,
+// packed row) pairs, one copy brings a page piece of all its kv heads, a tile is 64 key-rows of 32 or 16 keys each
+// (KvcTileCols), and each row's scores of the other kv heads' key-rows are masked, so P V adds its own kv head's values
+// alone. K and V tiles of kBlockN key-rows flow through rings of kKStages / kVStages stages: "full" mbarriers complete
+// on the copies' bytes, "empty" ones on one arrival from each consumer warp once its products have read the stage.
+// Dense caches are read in whole tiles through a 4-D tensor map (head dim, cache position, kv head, cache entry); paged
+// ones in pieces (the most rows, 16 up to a tile, that divide the page size), each at its page's block.
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
 // packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits each block writes its normalised
@@ -44,8 +44,13 @@ struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, 
     using Base = Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, kBlockN_>;
     static constexpr int kKStages = kKStages_, kVStages = kVStages_;
     static constexpr int kConsumerThreads = 128;
+    // Paged caches: two producer warps, kProducerWarp issuing the K copies and the next one the V copies. A paged
+    // tile is up to 4 page pieces x 2 boxes a tensor, each copy its own instruction with its coordinates moved to
+    // uniform registers one lane at a time, and one warp issuing K and V both could not keep up with one block an
+    // SM's share of the bandwidth (bench/NOTES.md, "kv-cache: what one block an SM waits on"). Dense caches (a tile
+    // is 2 copies a tensor): one producer warp issuing both, the block launched with kThreadsDense threads.
     static constexpr int kProducerWarp = kConsumerThreads / 32;
-    static constexpr int kThreads = kConsumerThreads + 32;
+    static constexpr int kThreads = kConsumerThreads + 64, kThreadsDense = kConsumerThreads + 32;
     static constexpr int kMinBlocks = kMinBlocks_;
     static constexpr int kPiecesMax = Base::kBlockN / kPageBoxRows;
     static_assert(Base::kBlockN % kPageBoxRows == 0 && kPiecesMax <= 32, "a paged tile is whole pieces, a lane each");
@@ -131,10 +136,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         }
         ptx::fence_mbarrier_init();
     }
-    __syncthreads();  // the last block-wide barrier: the producer warp leaves the consumers after its loop
+    __syncthreads();  // the last block-wide barrier: the producer warps leave the consumers after their loops
 
-    // ---- producer warp ----------------------------------------------------------------------------------------------
-    if (warp == T::kProducerWarp) {
+    // ---- producer warps: K's and V's (one warp, both, on dense caches) ------------------------------------------
+    if (warp >= T::kProducerWarp) {
+        const bool issue_k = warp == T::kProducerWarp, issue_v = !issue_k || blockDim.x == T::kThreadsDense;
         const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
         const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
         const int piece_rows = table_row ? kvc_piece_rows(p.page_size, keys_per_tile) : T::kBlockN;
@@ -148,13 +154,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
                 where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
             }
-            if (i >= T::kKStages) ptx::mbarrier_wait(&s.k_empty[ks], (i / T::kKStages - 1) % 2);
-            issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, table_row != nullptr,
-                                           p.page_size, piece_rows, head_group, pos0, pieces, hk, where);
-            if (i >= T::kVStages) ptx::mbarrier_wait(&s.v_empty[vs], (i / T::kVStages - 1) % 2);
-            issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, table_row != nullptr,
-                                            p.page_size, piece_rows, head_group, pos0, pieces, hk, where);
-            if (i == 0 && lane == 0) kvc_mark(kKvFirstIssue);
+            if (issue_k) {
+                if (i >= T::kKStages) ptx::mbarrier_wait(&s.k_empty[ks], (i / T::kKStages - 1) % 2);
+                issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, table_row != nullptr,
+                                               p.page_size, piece_rows, head_group, pos0, pieces, hk, where);
+                if (i == 0 && lane == 0) kvc_mark(kKvFirstIssue);
+            }
+            if (issue_v) {
+                if (i >= T::kVStages) ptx::mbarrier_wait(&s.v_empty[vs], (i / T::kVStages - 1) % 2);
+                issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, table_row != nullptr,
+                                                p.page_size, piece_rows, head_group, pos0, pieces, hk, where);
+            }
         }
         return;
     }
