@@ -252,6 +252,15 @@ def test_sequences_shorter_than_the_copies(device, page_size, seqlen_cache, leng
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("num_splits,options", [(1, {}), (3, {}), (4, dict(window_size=(100, 0)))])
+def test_paged_sequence_filling_its_table(device, num_splits, options):
+    # Paged, the serving shape: one sequence ends exactly at its block table's span (304 rows, after the append), the
+    # others short of it, one empty before its append; splits, and a window whose first tile depends on the length.
+    check(device, torch.bfloat16, batch=3, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=300,
+          seqlen_new=1, lengths=[303, 250, 0], page_size=16, num_splits=num_splits, causal=True, **options)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("page_size", [None, 16])
 def test_head_dim_not_multiple_of_8_is_padded(device, page_size):
     # As FlashAttention: q, k, v and the caches padded with zero columns, the appended rows copied back into the
