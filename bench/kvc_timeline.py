@@ -27,10 +27,10 @@ import torch
 
 from flashattn import flash_attn_with_kvcache
 
-EVENTS = ["start", "first_issue", "q_ready", "first_k", "first_pv", "last_k", "last_v", "last_pv", "stored", "sm",
-          "global_start", "global_end"]
+EVENTS = ["start", "first_issue", "q_ready", "first_k", "first_pv", "last_k", "last_v", "last_pv", "stored",
+          "init_done", "synced", "sm", "global_start", "global_end"]
 MAX_BLOCKS = 8192  # kKvcTimelineBlocks
-PHASES = [("start", "first_issue"), ("start", "q_ready"), ("start", "first_k"), ("first_k", "first_pv"),
+PHASES = [("start", "init_done"), ("start", "synced"), ("start", "first_issue"), ("start", "q_ready"), ("start", "first_k"), ("first_k", "first_pv"),
           ("first_pv", "last_k"), ("last_k", "last_v"), ("last_v", "last_pv"), ("last_pv", "stored"),
           ("start", "stored")]
 

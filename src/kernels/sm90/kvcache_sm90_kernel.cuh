@@ -135,8 +135,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             ptx::mbarrier_init(&s.v_empty[st], T::kConsumerThreads / 32);
         }
         ptx::fence_mbarrier_init();
+        kvc_mark(kKvInitDone);
     }
     __syncthreads();  // the last block-wide barrier: the producer warps leave the consumers after their loops
+    if (tid == 0) kvc_mark(kKvSynced);
 
     // ---- producer warps: K's and V's (one warp, both, on dense caches) ------------------------------------------
     if (warp >= T::kProducerWarp) {

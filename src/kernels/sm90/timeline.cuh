@@ -59,6 +59,8 @@ enum KvcEvent : int {
     kKvLastV,       // ... the last V tile has landed
     kKvLastPv,      // ... the last P V product is done
     kKvStored,      // ... its output rows and LSE are written
+    kKvInitDone,    // thread 0 has set up the barriers (after its fence)
+    kKvSynced,      // thread 0 is past the block-wide barrier after that
     kKvSm,          // the SM's index
     kKvGlobalStart,  // %globaltimer at kKvStart (ns)
     kKvGlobalEnd,    // %globaltimer at kKvStored (ns)
