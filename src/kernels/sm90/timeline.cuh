@@ -50,8 +50,8 @@ constexpr int kTileTimelineBlocks = 1024, kTileTimelineTiles = 64;
 // timer at the block's start and end (to turn its cycles into time and to place blocks against each other).
 // flashattn_debug_kvc_timeline (kvcache_sm90.cu, same build only) copies them out.
 enum KvcEvent : int {
-    kKvStart,       // thread 0's first instruction
-    kKvFirstIssue,  // the producer has issued the first tile's K and V copies
+    kKvStart,       // thread 0 starts setting up the barriers (its first instruction but the block's geometry)
+    kKvFirstIssue,  // the (K) producer warp has issued the first tile's K copies
     kKvQReady,      // the consumers have gathered Q (consumer thread 0's view from here on)
     kKvFirstK,      // ... the first K tile has landed
     kKvFirstPv,     // ... the first P V product is done
