@@ -30,9 +30,9 @@ from flashattn import flash_attn_with_kvcache
 EVENTS = ["start", "first_issue", "q_ready", "first_k", "first_pv", "last_k", "last_v", "last_pv", "stored",
           "init_done", "synced", "sm", "global_start", "global_end"]
 MAX_BLOCKS = 8192  # kKvcTimelineBlocks
-PHASES = [("start", "init_done"), ("start", "synced"), ("start", "first_issue"), ("start", "q_ready"), ("start", "first_k"), ("first_k", "first_pv"),
-          ("first_pv", "last_k"), ("last_k", "last_v"), ("last_v", "last_pv"), ("last_pv", "stored"),
-          ("start", "stored")]
+PHASES = [("start", "init_done"), ("start", "synced"), ("start", "first_issue"), ("start", "q_ready"),
+          ("start", "first_k"), ("first_k", "first_pv"), ("first_pv", "last_k"), ("last_k", "last_v"),
+          ("last_v", "last_pv"), ("last_pv", "stored"), ("start", "stored")]
 
 
 def library():
