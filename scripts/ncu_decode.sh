@@ -64,13 +64,20 @@ sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section Memo
           --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy
           --section SourceCounters)
 summary="$out/ncu_decode_summary.txt"; : > "$summary"
+metrics="Duration|DRAM Throughput|Memory Throughput|L1/TEX Hit Rate|L2 Hit Rate|Mem Busy|Max Bandwidth|Grid Size"
+metrics+="|Block Size|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|SM Frequency"
+metrics+="|No Eligible|Issued Warp Per Scheduler"
 IFS=';' read -r -a shapes <<< "${NCU_DECODE_SHAPES:-16 8 16384;16 8 1024}"
 for shape in "${shapes[@]}"; do
   read -r batch nheads_k cache_len <<< "$shape"
   tag="b${batch}_hk${nheads_k}_L${cache_len}"
   layouts=(0 ${NCU_DECODE_PAGES:-16}); [ "${NCU_DECODE_CUDNN:-1}" = 1 ] && layouts+=(cudnn)
   for layout in "${layouts[@]}"; do
-    case $layout in 0) name=dense; page=0; peer="";; cudnn) name=cudnn; page=0; peer=cudnn;; *) name=page$layout; page=$layout; peer="";; esac
+    case $layout in
+      0) name=dense; page=0; peer="";;
+      cudnn) name=cudnn; page=0; peer=cudnn;;
+      *) name=page$layout; page=$layout; peer="";;
+    esac
     rep=/tmp/flashattn_ncu_decode_${tag}_$name
     rm -f "$rep.ncu-rep"
     t0=$(date +%s)
@@ -85,8 +92,7 @@ for shape in "${shapes[@]}"; do
         > "$detail/${tag}_${name}_top.txt" 2>&1
     fi
     { echo "== $tag $name"
-      grep -E "^  [a-zA-Z_].*\(|^\s+(Duration|DRAM Throughput|Memory Throughput|L1/TEX Hit Rate|L2 Hit Rate|Mem Busy|Max Bandwidth|Grid Size|Block Size|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|SM Frequency|No Eligible|Issued Warp Per Scheduler)" \
-        "$detail/${tag}_$name.txt"
+      grep -E "^  [a-zA-Z_].*\(|^\s+($metrics)" "$detail/${tag}_$name.txt"
     } >> "$summary"
   done
 done
