@@ -274,8 +274,8 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
 KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1) {
     KvcPlan plan;
     plan.head_group = head_group;
-    const int64_t packed_rows = int64_t(p.seqlen_q) * (p.nheads / std::max(p.nheads_k, 1)) * head_group;
-    const int64_t blocks = (packed_rows + kKvcBlockM - 1) / kKvcBlockM * p.batch * (p.nheads_k / head_group);
+    const KvcGrid grid = kvc_grid(p.batch, p.seqlen_q, p.nheads, p.nheads_k, head_group, kKvcBlockM);
+    const int64_t blocks = grid.row_blocks * grid.kv_groups;
     const int64_t keys_per_tile = block_n / head_group;
     const int64_t key_tiles = (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;  // of the cache's capacity
     int64_t splits = p.num_splits;

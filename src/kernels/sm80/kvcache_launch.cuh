@@ -116,8 +116,8 @@ template <typename Elem, class Attend>
 void launch_kvc_steps(const AttnParams& p, const KvcPlan& plan, cudaStream_t stream, int block_m, Attend&& attend) {
     launch_kvc_append<Elem>(p, plan, stream);
     if (p.seqlen_q == 0) return;
-    const int packed_rows = p.seqlen_q * (p.nheads / p.nheads_k) * plan.head_group;
-    attend(dim3((packed_rows + block_m - 1) / block_m, p.batch * (p.nheads_k / plan.head_group), plan.num_splits));
+    const KvcGrid grid = kvc_grid(p.batch, p.seqlen_q, p.nheads, p.nheads_k, plan.head_group, block_m);
+    attend(dim3(static_cast<unsigned>(grid.row_blocks), static_cast<unsigned>(grid.kv_groups), plan.num_splits));
     launch_kvc_combine<Elem>(p, plan, stream);
 }
 

@@ -19,6 +19,18 @@ struct KvcPlan {
     size_t workspace_bytes = 0;
 };
 
+// The kv-cache attention kernels' grid (both kinds): x packed row blocks of block_m (a block's rows are the query
+// rows of head_group kv heads, seqlen_q x query heads a kv head each), y batch x groups of head_group kv heads; the
+// splits are z. The planner counts its blocks with this, the launch sizes its grid with it.
+struct KvcGrid {
+    int64_t row_blocks, kv_groups;
+};
+FLASHATTN_HD constexpr KvcGrid kvc_grid(int64_t batch, int64_t seqlen_q, int64_t nheads, int64_t nheads_k,
+                                        int head_group, int block_m) {
+    const int64_t packed_rows = seqlen_q * (nheads / (nheads_k > 1 ? nheads_k : 1)) * head_group;
+    return KvcGrid{(packed_rows + block_m - 1) / block_m, batch * (nheads_k / head_group)};
+}
+
 // A paged cache is read in pieces: the most rows (a power of two, kPageBoxRows up to `block_n`) that divide the page
 // size, so that a tile of block_n keys (block_n a power of two, cache positions aligned to it) is whole pieces, each
 // inside one page.
