@@ -270,25 +270,51 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
     return 1;
 }
 
+// Where a kernel's splits may merge in a cluster (the Hopper kv-cache kernel's): clusters of `splits` blocks the GPU
+// holds at once, 0 where it cannot launch them.
+using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
+
+// FLASHATTN_KVC_CLUSTER: "0" never merges splits in a cluster (the workspace and the combine kernel, for comparison),
+// "fit" only where the heuristic's count is at most kKvcClusterMax; by default the heuristic's count is capped at
+// kKvcClusterMax wherever the capped clusters all fit on the GPU at once.
+constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
+
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them.
-KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1) {
+KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1,
+                      KvcClusterCapacity cluster_capacity = nullptr) {
     KvcPlan plan;
     plan.head_group = head_group;
     const KvcGrid grid = kvc_grid(p.batch, p.seqlen_q, p.nheads, p.nheads_k, head_group, kKvcBlockM);
     const int64_t blocks = grid.row_blocks * grid.kv_groups;
     const int64_t keys_per_tile = block_n / head_group;
     const int64_t key_tiles = (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;  // of the cache's capacity
-    int64_t splits = p.num_splits;
-    if (splits <= 0) splits = kvc_splits(blocks, key_tiles, sm_count, int64_t(sm_count) * std::max(blocks_per_sm, 1));
-    splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
-    plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
+    auto clamped = [&](int64_t splits) {  // a caller's count too: it is gridDim.z
+        splits = std::min<int64_t>(splits, kKvcMaxSplits);
+        return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
+    };
+    const bool heuristic = p.num_splits <= 0;
+    plan.num_splits = clamped(heuristic ? kvc_splits(blocks, key_tiles, sm_count,
+                                                     int64_t(sm_count) * std::max(blocks_per_sm, 1))
+                                        : p.num_splits);
     if (p.seqlen_q == 0) plan.num_splits = 1;
+    // Splits merged in a cluster: each unit's splits one cluster, so the clusters (one a unit) must all be resident
+    // at once for the count to mean what the heuristic meant (and a cluster holds at most kKvcClusterMax blocks).
+    const char* cluster_choice = std::getenv(kKvcClusterVariable);
+    if (cluster_capacity && plan.num_splits > 1 && !(cluster_choice && std::strcmp(cluster_choice, "0") == 0)) {
+        const bool cap = heuristic && !(cluster_choice && std::strcmp(cluster_choice, "fit") == 0);
+        const int splits = cap ? std::min(plan.num_splits, kKvcClusterMax) : plan.num_splits;
+        if (splits > 1 && splits <= kKvcClusterMax && blocks <= cluster_capacity(p, splits)) {
+            plan.num_splits = splits;
+            plan.merge_in_cluster = true;
+        }
+    }
 
     const size_t q_rot_bytes =
         p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;
     const size_t rows = size_t(p.batch) * p.nheads * p.seqlen_q;
-    const size_t o_bytes = plan.num_splits > 1 ? align_up(sizeof(float) * plan.num_splits * rows * p.head_dim_v) : 0;
-    const size_t lse_bytes = plan.num_splits > 1 ? align_up(sizeof(float) * plan.num_splits * rows) : 0;
+    const bool accum = plan.num_splits > 1 && !plan.merge_in_cluster;
+    const size_t o_bytes = accum ? align_up(sizeof(float) * plan.num_splits * rows * p.head_dim_v) : 0;
+    const size_t lse_bytes = accum ? align_up(sizeof(float) * plan.num_splits * rows) : 0;
     plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes;
     if (p.workspace) {
         auto* base = static_cast<unsigned char*>(p.workspace);
@@ -319,7 +345,7 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
     if (use_sm90_kvcache(p)) {
         const int sm_count = current_sm_count(), blocks_per_sm = kvc_sm90_blocks_per_sm(p);
         const int group = kvc_sm90_head_group(p, int64_t(sm_count) * blocks_per_sm);
-        return make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), group);
+        return make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), group, kvc_sm90_cluster_capacity);
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);
     if (!l.kvc_blocks_per_sm) return KvcPlan{};

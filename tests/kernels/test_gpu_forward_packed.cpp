@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/build_config.h"
@@ -129,6 +130,33 @@ TEST_F(GpuForwardPackedDefault, ZeroTurnsItOff) {
     check_forward({.dtype = kF16, .batch = 2, .seqlen_q = 1, .seqlen_k = 300, .nheads = 32, .nheads_k = 8,
                    .head_dim = 64});
     EXPECT_EQ(kernels::packed_forward_launches(), before);
+}
+
+// Split-KV on the Hopper kv-cache kernel: up to 16 splits of a unit merge inside their thread block cluster, more (or
+// FLASHATTN_KVC_CLUSTER=0) through the workspace and the combine kernel. A decode shape whose heuristic count (22
+// splits of 8 units) the default caps at 16 in clusters and "fit" and "0" leave to the combine; and three query rows
+// against 1000 keys (6 splits, 12 packed rows, causal: the first token sees one key fewer than the last).
+TEST_F(GpuForwardPackedDefault, SplitsMergeInAClusterOrByTheCombine) {
+    const AttnCase decode{.dtype = kBF16, .batch = 1, .seqlen_q = 1, .seqlen_k = 4099, .nheads = 32, .nheads_k = 8,
+                          .head_dim = 128, .causal = true};
+    if (!hopper_kvcache_takes(decode)) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0)";
+    ScopedEnv packed("FLASHATTN_FORWARD_PACKED", "1");
+    AttnCase rows = decode;
+    rows.seqlen_q = 3, rows.seqlen_k = 1000;
+    struct Way {
+        const char* cluster;
+        const AttnCase& c;
+        bool merges_in_cluster;
+    };
+    for (const Way& way : {Way{"", decode, true}, Way{"fit", decode, false}, Way{"0", decode, false},
+                           Way{"", rows, true}, Way{"0", rows, false}}) {
+        SCOPED_TRACE(std::string("FLASHATTN_KVC_CLUSTER=") + way.cluster + ", seqlen_q " +
+                     std::to_string(way.c.seqlen_q));
+        ScopedEnv cluster("FLASHATTN_KVC_CLUSTER", way.cluster);
+        const int64_t before = kernels::kvc_sm90_cluster_launches();
+        check_forward(way.c);
+        EXPECT_EQ(kernels::kvc_sm90_cluster_launches() > before, way.merges_in_cluster);
+    }
 }
 
 // Captured into a CUDA graph on a non-blocking stream with its splits (the attention kernel, then the combine as its

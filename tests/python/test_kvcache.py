@@ -231,6 +231,21 @@ def test_long_cache_split_kv(device, num_splits):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("num_splits,cluster,page_size,seqlen_q", [
+    (2, "", None, 1), (5, "", 16, 4), (16, "", None, 1), (16, "", 64, 2), (16, "0", 16, 1), (20, "", None, 1),
+    (0, "", 16, 1), (0, "fit", None, 1)])
+def test_splits_merged_in_a_cluster_or_by_the_combine(device, num_splits, cluster, page_size, seqlen_q, monkeypatch):
+    # On an H100 the Hopper kernel merges up to 16 splits of a sequence's kv head inside a thread block cluster (each
+    # split's block reads the others' partial rows from their shared memory); more splits, or FLASHATTN_KVC_CLUSTER=0,
+    # go through the workspace and the combine kernel. Ragged lengths leave splits that see no key (one sequence sees
+    # none at all), a window cuts the first ones, and 4 query rows make 16 packed rows.
+    monkeypatch.setenv("FLASHATTN_KVC_CLUSTER", cluster)
+    check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=1500,
+          seqlen_new=0, lengths=[1500, 0, 333], page_size=page_size, num_splits=num_splits, causal=True,
+          window_size=(1100, 0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_sequences_that_see_no_key(device):
     # Length 0 and nothing appended: out 0 and lse +inf for that sequence; others normal, with splits.
     check(device, torch.float32, batch=3, seqlen_q=2, seqlen_new=0, seqlen_cache=600, lengths=[0, 300, 599],

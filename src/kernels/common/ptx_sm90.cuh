@@ -1,6 +1,7 @@
 // Thin, named wrappers over the Hopper (sm_90 / sm_90a) PTX the Hopper kernels are built from: mbarriers, the
 // bulk tensor copy engine (TMA), async-proxy fences, wgmma's fence / commit / wait and shared-memory descriptors,
-// setmaxnreg and named barriers. The wgmma multiply-adds themselves are in wgmma_ops.cuh (generated).
+// setmaxnreg, named barriers, and a cluster's barrier and shared memory. The wgmma multiply-adds themselves are in
+// wgmma_ops.cuh (generated).
 //
 // Every wrapper compiles for every target; in a pass for an architecture without the instruction (sm_80, or plain
 // sm_90 for the sm_90a-only wgmma and setmaxnreg) it traps, so a kernel built from them must only be launched on a
@@ -289,6 +290,80 @@ __device__ __forceinline__ void named_barrier_arrive_nth(int n, int threads) {
     } else {
         named_barrier_arrive<kBase>(threads);
     }
+}
+
+// ----- thread block clusters: the cluster barrier and another block's shared memory (DSMEM) ----------------------
+
+// This block's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_rank() {
+#if FLASHATTN_SM90
+    uint32_t rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+#else
+    __trap();
+    return 0;
+#endif
+}
+
+// The cluster-wide barrier, by every thread of a warp together (.aligned): arrive publishes this thread's earlier
+// shared-memory writes (release), wait returns once every thread of the cluster that has not exited has arrived and
+// makes their writes visible (acquire).
+__device__ __forceinline__ void cluster_arrive() {
+#if FLASHATTN_SM90
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if FLASHATTN_SM90
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void cluster_sync() {
+    cluster_arrive();
+    cluster_wait();
+}
+
+// The address, in the cluster's shared window, of the same shared-memory location in the block of rank `rank`.
+__device__ __forceinline__ uint32_t cluster_smem_addr(uint32_t smem_byte_addr, uint32_t rank) {
+#if FLASHATTN_SM90
+    uint32_t out;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(smem_byte_addr), "r"(rank));
+    return out;
+#else
+    (void)smem_byte_addr, (void)rank;
+    __trap();
+    return 0;
+#endif
+}
+__device__ __forceinline__ float ld_cluster_f32(uint32_t cluster_addr) {
+#if FLASHATTN_SM90
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(cluster_addr) : "memory");
+    return v;
+#else
+    (void)cluster_addr;
+    __trap();
+    return 0.f;
+#endif
+}
+__device__ __forceinline__ float4 ld_cluster_f32x4(uint32_t cluster_addr) {
+#if FLASHATTN_SM90
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(cluster_addr)
+                 : "memory");
+    return v;
+#else
+    (void)cluster_addr;
+    __trap();
+    return make_float4(0.f, 0.f, 0.f, 0.f);
+#endif
 }
 
 }  // namespace flashattn::ptx

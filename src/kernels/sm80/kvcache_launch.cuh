@@ -84,7 +84,7 @@ void launch_kvc_append(const AttnParams& p, const KvcPlan& plan, cudaStream_t st
 }
 template <typename Elem>
 void launch_kvc_combine(const AttnParams& p, const KvcPlan& plan, cudaStream_t stream) {
-    if (plan.num_splits <= 1) return;
+    if (plan.num_splits <= 1 || plan.merge_in_cluster) return;  // merged inside the attention kernel
     const int64_t rows = int64_t(p.batch) * p.nheads * p.seqlen_q;
     const int blocks = static_cast<int>((rows + kCombineWarps - 1) / kCombineWarps);
     cudaLaunchConfig_t config = {};

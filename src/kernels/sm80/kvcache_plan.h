@@ -14,10 +14,17 @@ struct KvcPlan {
     // kv heads a block (the Hopper kernel's paged caches with pages shorter than its tile, kvc_head_group); 1 elsewhere
     int head_group = 1;
     void* q_rot = nullptr;         // rotated queries, contiguous (batch, seqlen_q, nheads, head_dim); null: no rotary
-    float* o_accum = nullptr;      // num_splits > 1: partial outputs (num_splits, batch, nheads, seqlen_q, head_dim_v)
-    float* lse_accum = nullptr;    // num_splits > 1: their LSEs (num_splits, batch, nheads, seqlen_q)
+    // The Hopper kernel's splits merged inside a thread block cluster (the splits of a unit are one cluster, their
+    // partial results read from each other's shared memory): no workspace for them, no combine kernel.
+    bool merge_in_cluster = false;
+    float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
+                                   // head_dim_v)
+    float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)
     size_t workspace_bytes = 0;
 };
+
+// The most splits a cluster merges: 16, the largest cluster an H100 launches (with the non-portable size allowed).
+constexpr int kKvcClusterMax = 16;
 
 // The kv-cache attention kernels' grid (both kinds): x packed row blocks of block_m (a block's rows are the query
 // rows of head_group kv heads, seqlen_q x query heads a kv head each), y batch x groups of head_group kv heads; the

@@ -1,6 +1,7 @@
 // Launching the Hopper kv-cache kernel (kvcache_sm90_kernel.cuh): tensor maps over the cache, the grid of (packed row
-// blocks, batch x kv heads, splits), with the append before it and the combine after it as the Ampere-class kernel
-// has them (sm80/kvcache_launch.cuh). Instances: float16, bfloat16 x head dims 64, 128.
+// blocks, batch x kv heads, splits) (a unit's splits one cluster where they merge there), with the append before it
+// and the combine after it (splits not merged in a cluster) as the Ampere-class kernel has them
+// (sm80/kvcache_launch.cuh). Instances: float16, bfloat16 x head dims 64, 128.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/elem_type.cuh"
@@ -24,7 +26,7 @@ constexpr int kSmallBucket = 64, kLargeBucket = 128;
 constexpr int64_t kTmaStrideElems = 8;  // the copy engine's strides are multiples of 16 bytes
 constexpr uintptr_t kTmaBaseAlign = 16;
 
-std::atomic<int64_t> g_launches{0};
+std::atomic<int64_t> g_launches{0}, g_cluster_launches{0};
 
 // A size-1 dimension's stride is never stepped (the API may record it as 0); the encoder still wants a valid one.
 int64_t usable_stride(int64_t stride, int64_t extent, int64_t fallback) { return extent == 1 ? fallback : stride; }
@@ -62,7 +64,47 @@ auto prepared_kernel() {
     const auto kernel = kvcache_sm90_kernel<T>;
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kvc_sm90_smem_bytes<T>()),
                "cudaFuncSetAttribute(Hopper kv-cache shared memory)");
+    // Clusters of more than 8 blocks (splits merged in a cluster, up to kKvcClusterMax) are "non-portable".
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+               "cudaFuncSetAttribute(Hopper kv-cache cluster size)");
     return kernel;
+}
+
+// The launch's configuration: the grid, the block (two producer warps on paged caches), and with splits merged in a
+// cluster, clusters of one unit's splits along z.
+template <class T>
+struct KvcLaunchConfig {
+    cudaLaunchConfig_t config = {};
+    cudaLaunchAttribute attribute[1];
+    KvcLaunchConfig(dim3 grid, bool paged, int cluster_splits, cudaStream_t stream) {
+        config.gridDim = grid;
+        config.blockDim = dim3(paged ? T::kThreads : T::kThreadsDense);
+        config.dynamicSmemBytes = kvc_sm90_smem_bytes<T>();
+        config.stream = stream;
+        attribute[0].id = cudaLaunchAttributeClusterDimension;
+        attribute[0].val.clusterDim.x = 1, attribute[0].val.clusterDim.y = 1;
+        attribute[0].val.clusterDim.z = static_cast<unsigned>(cluster_splits);
+        config.attrs = attribute;
+        config.numAttrs = cluster_splits > 1 ? 1 : 0;
+    }
+};
+
+// Clusters of `splits` blocks resident at once (0: such a cluster cannot be launched), per instance and cache kind.
+template <class T>
+int cluster_capacity(bool paged, int splits) {
+    static int cached[2][kKvcClusterMax + 1];
+    static std::once_flag once[2][kKvcClusterMax + 1];
+    std::call_once(once[paged][splits], [&] {
+        const KvcLaunchConfig<T> launch(dim3(1, 1, unsigned(splits)), paged, splits, nullptr);
+        int clusters = 0;
+        const auto kernel = prepared_kernel<T>();
+        if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.config) != cudaSuccess) {
+            (void)cudaGetLastError();  // an unlaunchable size reads as 0
+            clusters = 0;
+        }
+        cached[paged][splits] = clusters;
+    });
+    return cached[paged][splits];
 }
 
 template <class T>
@@ -93,10 +135,11 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const CUtensorMap map_v =
         make_tensor_map_4d_sw128(p.v, p.dtype, gv.dims, gv.strides, T::kBoxCols, box_rows, box_heads);
     launch_kvc_steps<typename T::Elem>(p, plan, stream, T::kBlockM, [&](dim3 grid) {
-        const int threads = p.block_table ? T::kThreads : T::kThreadsDense;  // two producer warps on paged caches
-        kernel<<<grid, threads, kvc_sm90_smem_bytes<T>(), stream>>>(map_k, map_v, p, plan);
-        check_cuda(cudaGetLastError(), "Hopper kv-cache attention kernel launch");
+        KvcLaunchConfig<T> launch(grid, p.block_table != nullptr, plan.merge_in_cluster ? plan.num_splits : 1, stream);
+        check_cuda(cudaLaunchKernelEx(&launch.config, kernel, map_k, map_v, p, plan),
+                   "Hopper kv-cache attention kernel launch");
         g_launches.fetch_add(1, std::memory_order_relaxed);
+        if (plan.merge_in_cluster) g_cluster_launches.fetch_add(1, std::memory_order_relaxed);
     });
 }
 
@@ -130,6 +173,11 @@ int kvc_sm90_blocks_per_sm(const AttnParams& p) {
     return with_traits(p, [](auto t) { return blocks_per_sm<decltype(t)>(); });
 }
 
+int kvc_sm90_cluster_capacity(const AttnParams& p, int splits) {
+    if (splits < 2 || splits > kKvcClusterMax) return 0;
+    return with_traits(p, [&](auto t) { return cluster_capacity<decltype(t)>(p.block_table != nullptr, splits); });
+}
+
 int kvc_sm90_block_n(const AttnParams& p) {
     return with_traits(p, [](auto t) { return decltype(t)::kBlockN; });
 }
@@ -152,6 +200,7 @@ void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {
 }
 
 int64_t kvc_sm90_launches() { return g_launches.load(std::memory_order_relaxed); }
+int64_t kvc_sm90_cluster_launches() { return g_cluster_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn::kernels
 

@@ -18,8 +18,9 @@
 // ones in pieces (the most rows, 16 up to a tile, that divide the page size), each at its page's block.
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
-// packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits each block writes its normalised
-// partial O and LSE in fp32 and sm80/kvcache_combine.cuh merges them, as for the Ampere-class kernel.
+// packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits, the splits of a unit are usually one
+// thread block cluster and merge there (kvc_cluster_merge below); otherwise each block writes its normalised partial O
+// and LSE in fp32 to the workspace and sm80/kvcache_combine.cuh merges them, as for the Ampere-class kernel.
 #pragma once
 
 #include <cuda.h>
@@ -52,6 +53,7 @@ struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, 
     static constexpr int kProducerWarp = kConsumerThreads / 32;
     static constexpr int kThreads = kConsumerThreads + 64, kThreadsDense = kConsumerThreads + 32;
     static constexpr int kMinBlocks = kMinBlocks_;
+    static constexpr int kPartialStride = Base::kBoxesV * Base::kBoxCols;  // floats a partial row (a cluster's merge)
     static constexpr int kPiecesMax = Base::kBlockN / kPageBoxRows;
     static_assert(Base::kBlockN % kPageBoxRows == 0 && kPiecesMax <= 32, "a paged tile is whole pieces, a lane each");
     static_assert((Base::kBlockN & (Base::kBlockN - 1)) == 0, "kvc_piece_rows halves the tile down to a piece");
@@ -99,6 +101,56 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     }
 }
 
+// The splits of one unit (row block, kv heads) merged inside their cluster (KvcPlan::merge_in_cluster; the cluster
+// spans the grid's z, one block a split, so a block's rank is its split). Why: a second kernel and a round trip of
+// the partial results through memory cost several microseconds (bench/NOTES.md, "kv-cache: splits merged in a
+// cluster"), which at batch 1 is a fifth of the call. Each block has left its normalised partial rows (fp32,
+// T::kPartialStride floats a row) at `part_o` and their LSEs at `part_lse` in its own shared memory, and passed
+// the cluster barrier; the unit's (row, 4-column chunk) items are shared out among all the cluster's consumer threads,
+// each reading that chunk and LSE from every split: out = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse)
+// (sm80/kvcache_combine.cuh's arithmetic; a split that saw no key has lse -inf, a row no split saw gets 0 and +inf).
+template <class T, typename Elem>
+__device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
+                                                  uint32_t part_o, uint32_t part_lse, int tid) {
+    constexpr int kColsPerItem = 4;  // one 16-byte load of a partial row
+    const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks;
+    Elem* out = static_cast<Elem*>(p.out) + blk.b * p.out_batch_stride;
+    for (int item = int(ptx::cluster_rank()) * T::kConsumerThreads + tid; item < items;
+         item += num_splits * T::kConsumerThreads) {
+        const int local = item / chunks, col = item % chunks * kColsPerItem;
+        float lse[kKvcClusterMax];
+        float4 o[kKvcClusterMax];
+        float max_lse = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kKvcClusterMax; ++j) {  // every split's loads issued before any is used
+            const bool split = j < num_splits;
+            lse[j] = split ? ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, j)) : -INFINITY;
+            o[j] = split ? ptx::ld_cluster_f32x4(ptx::cluster_smem_addr(
+                               part_o + (local * T::kPartialStride + col) * 4, j))
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int j = 0; j < kKvcClusterMax; ++j) max_lse = fmaxf(max_lse, lse[j]);
+        const bool empty = max_lse == -INFINITY;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        float weight_sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < kKvcClusterMax; ++j) {
+            const float w = empty ? 0.f : expf(lse[j] - max_lse);  // 0 past num_splits (lse -inf)
+            weight_sum += w;
+            acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
+        }
+        const float inv = empty ? 0.f : 1.f / weight_sum;
+        const int packed = blk.m0 + local;
+        Elem* o_row = out + blk.token_of(packed) * p.out_row_stride + blk.head_of(packed) * p.out_head_stride + col;
+        reinterpret_cast<uint32_t*>(o_row)[0] = ptx::pack2(acc.x * inv, acc.y * inv, Elem());
+        reinterpret_cast<uint32_t*>(o_row)[1] = ptx::pack2(acc.z * inv, acc.w * inv, Elem());
+        if (p.softmax_lse && col == 0)
+            p.softmax_lse[blk.b * p.lse_batch_stride + blk.head_of(packed) * p.lse_head_stride + blk.token_of(packed)] =
+                empty ? INFINITY : max_lse + logf(weight_sum);
+    }
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
@@ -110,8 +162,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     extern __shared__ unsigned char smem_raw[];
     auto& s = *reinterpret_cast<KvcSm90Smem<T>*>((reinterpret_cast<uintptr_t>(smem_raw) + kSm90SmemAlign - 1) /
                                                  kSm90SmemAlign * kSm90SmemAlign);
-    // With splits, the combine (a programmatic dependent) may have its blocks launched now.
-    if (plan.num_splits > 1) ptx::allow_dependent_launch();
+    // With splits merged by the combine (a programmatic dependent), its blocks may be launched now.
+    const bool in_cluster = plan.merge_in_cluster;
+    if (plan.num_splits > 1 && !in_cluster) ptx::allow_dependent_launch();
     // A block of head_group kv heads (KvcPlan::head_group): its tiles are kBlockN key-rows, keys_per_tile keys of
     // each of its kv heads, arranged as KvcTileCols says.
     const int head_group = plan.head_group, keys_per_tile = T::kBlockN / head_group;
@@ -167,6 +220,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, table_row != nullptr,
                                                 p.page_size, piece_rows, head_group, pos0, pieces, hk, where);
             }
+        }
+        if (in_cluster) {  // the consumers' two cluster barriers (the merge's), passed before leaving
+            __syncwarp();
+            ptx::cluster_sync();
+            ptx::cluster_sync();
         }
         return;
     }
@@ -250,8 +308,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         if (marks && i == tiles - 1) kvc_mark(kKvLastPv);
     }
 
-    // ---- epilogue: the rows' normalised O and LSE, to the output or (splits) to the workspace -----------------------
+    // ---- epilogue: the rows' normalised O and LSE, to the output, or (splits) to this block's shared memory for the
+    // cluster's merge or to the workspace for the combine ------------------------------------------------------------
     const bool partial = plan.num_splits > 1;
+    // The merge's partial rows take the V stages and their LSEs the K stages: every copy has landed and every product
+    // that read them has completed by now.
+    static_assert(sizeof(s.v) >= sizeof(float) * T::kBlockM * T::kPartialStride, "partial rows fit V's stages");
+    static_assert(sizeof(s.k) >= sizeof(float) * T::kBlockM, "partial LSEs fit K's stages");
+    float* part_o = reinterpret_cast<float*>(s.v[0][0]);
+    float* part_lse = reinterpret_cast<float*>(s.k[0][0]);
     const float max_to_natural = exp2_mult * kLn2;
     Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride;
 #pragma unroll
@@ -266,7 +331,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const bool empty = !(sum > 0.f);  // saw no key
         const float inv = empty ? 0.f : 1.f / sum;
         const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[0][half] * max_to_natural + logf(sum);
-        if (partial) {
+        if (partial && in_cluster) {
+            float* o = part_o + local * T::kPartialStride;
+#pragma unroll
+            for (int dt = 0; dt < T::kDTiles; ++dt) {
+                const int col = dt * 8 + 2 * tig;
+                if (col < p.head_dim_v)
+                    *reinterpret_cast<float2*>(o + col) =
+                        make_float2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv);
+            }
+            if (tig == 0) part_lse[local] = lse;
+        } else if (partial) {
             // A split that saw no key leaves O = 0 and LSE = -inf: the combine gives it weight 0.
             const int64_t row_index =
                 ((int64_t(split) * p.batch + b) * p.nheads + head_of(packed)) * p.seqlen_q + token_of(packed);
@@ -291,6 +366,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             if (p.softmax_lse && tig == 0)
                 p.softmax_lse[b * p.lse_batch_stride + head_of(packed) * p.lse_head_stride + token_of(packed)] = lse;
         }
+    }
+    if (partial && in_cluster) {
+        ptx::cluster_sync();  // every split's partial rows written
+        kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse), tid);
+        ptx::cluster_sync();  // and read: no block's shared memory goes while another may still read it
     }
     if (marks) kvc_mark(kKvStored);
 #endif
