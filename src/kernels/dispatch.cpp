@@ -274,9 +274,7 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
 // holds at once, 0 where it cannot launch them.
 using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
 
-// FLASHATTN_KVC_CLUSTER: "0" never merges splits in a cluster (the workspace and the combine kernel, for comparison),
-// "fit" only where the heuristic's count is at most kKvcClusterMax; by default the heuristic's count is capped at
-// kKvcClusterMax wherever the capped clusters all fit on the GPU at once.
+// FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison).
 constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them.
@@ -292,22 +290,18 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
         splits = std::min<int64_t>(splits, kKvcMaxSplits);
         return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
     };
-    const bool heuristic = p.num_splits <= 0;
-    plan.num_splits = clamped(heuristic ? kvc_splits(blocks, key_tiles, sm_count,
-                                                     int64_t(sm_count) * std::max(blocks_per_sm, 1))
-                                        : p.num_splits);
+    plan.num_splits = clamped(p.num_splits > 0 ? p.num_splits
+                                               : kvc_splits(blocks, key_tiles, sm_count,
+                                                            int64_t(sm_count) * std::max(blocks_per_sm, 1)));
     if (p.seqlen_q == 0) plan.num_splits = 1;
-    // Splits merged in a cluster: each unit's splits one cluster, so the clusters (one a unit) must all be resident
-    // at once for the count to mean what the heuristic meant (and a cluster holds at most kKvcClusterMax blocks).
+    // Splits merged in a cluster where the count allows (at most kKvcClusterMax) and the clusters, one a unit, are all
+    // resident at once (as the heuristic's count assumed of the blocks). The heuristic's larger counts (batch 1 x 8
+    // kv heads from 4k keys) keep the combine: capped at 16 in clusters, they read 3-7% slower at 16k-64k keys
+    // (bench/NOTES.md, "kv-cache: splits merged in a cluster").
     const char* cluster_choice = std::getenv(kKvcClusterVariable);
-    if (cluster_capacity && plan.num_splits > 1 && !(cluster_choice && std::strcmp(cluster_choice, "0") == 0)) {
-        const bool cap = heuristic && !(cluster_choice && std::strcmp(cluster_choice, "fit") == 0);
-        const int splits = cap ? std::min(plan.num_splits, kKvcClusterMax) : plan.num_splits;
-        if (splits > 1 && splits <= kKvcClusterMax && blocks <= cluster_capacity(p, splits)) {
-            plan.num_splits = splits;
-            plan.merge_in_cluster = true;
-        }
-    }
+    if (cluster_capacity && plan.num_splits > 1 && plan.num_splits <= kKvcClusterMax &&
+        !(cluster_choice && std::strcmp(cluster_choice, "0") == 0))
+        plan.merge_in_cluster = blocks <= cluster_capacity(p, plan.num_splits);
 
     const size_t q_rot_bytes =
         p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;

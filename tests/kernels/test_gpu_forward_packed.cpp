@@ -133,25 +133,26 @@ TEST_F(GpuForwardPackedDefault, ZeroTurnsItOff) {
 }
 
 // Split-KV on the Hopper kv-cache kernel: up to 16 splits of a unit merge inside their thread block cluster, more (or
-// FLASHATTN_KVC_CLUSTER=0) through the workspace and the combine kernel. A decode shape whose heuristic count (22
-// splits of 8 units) the default caps at 16 in clusters and "fit" and "0" leave to the combine; and three query rows
-// against 1000 keys (6 splits, 12 packed rows, causal: the first token sees one key fewer than the last).
+// any with FLASHATTN_KVC_CLUSTER=0) through the workspace and the combine kernel. Decode shapes whose heuristic
+// counts are 11 (2000 keys) and 22 (4099 keys) splits of 8 units, and three query rows against 1000 keys (6 splits,
+// 12 packed rows, causal: the first token sees one key fewer than the last).
 TEST_F(GpuForwardPackedDefault, SplitsMergeInAClusterOrByTheCombine) {
-    const AttnCase decode{.dtype = kBF16, .batch = 1, .seqlen_q = 1, .seqlen_k = 4099, .nheads = 32, .nheads_k = 8,
+    const AttnCase decode{.dtype = kBF16, .batch = 1, .seqlen_q = 1, .seqlen_k = 2000, .nheads = 32, .nheads_k = 8,
                           .head_dim = 128, .causal = true};
     if (!hopper_kvcache_takes(decode)) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0)";
     ScopedEnv packed("FLASHATTN_FORWARD_PACKED", "1");
-    AttnCase rows = decode;
+    AttnCase longer = decode, rows = decode;
+    longer.seqlen_k = 4099;
     rows.seqlen_q = 3, rows.seqlen_k = 1000;
     struct Way {
         const char* cluster;
         const AttnCase& c;
         bool merges_in_cluster;
     };
-    for (const Way& way : {Way{"", decode, true}, Way{"fit", decode, false}, Way{"0", decode, false},
+    for (const Way& way : {Way{"", decode, true}, Way{"0", decode, false}, Way{"", longer, false},
                            Way{"", rows, true}, Way{"0", rows, false}}) {
         SCOPED_TRACE(std::string("FLASHATTN_KVC_CLUSTER=") + way.cluster + ", seqlen_q " +
-                     std::to_string(way.c.seqlen_q));
+                     std::to_string(way.c.seqlen_q) + ", seqlen_k " + std::to_string(way.c.seqlen_k));
         ScopedEnv cluster("FLASHATTN_KVC_CLUSTER", way.cluster);
         const int64_t before = kernels::kvc_sm90_cluster_launches();
         check_forward(way.c);

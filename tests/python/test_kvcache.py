@@ -233,7 +233,7 @@ def test_long_cache_split_kv(device, num_splits):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("num_splits,cluster,page_size,seqlen_q", [
     (2, "", None, 1), (5, "", 16, 4), (16, "", None, 1), (16, "", 64, 2), (16, "0", 16, 1), (20, "", None, 1),
-    (0, "", 16, 1), (0, "fit", None, 1)])
+    (0, "", 16, 1), (0, "0", None, 1)])
 def test_splits_merged_in_a_cluster_or_by_the_combine(device, num_splits, cluster, page_size, seqlen_q, monkeypatch):
     # On an H100 the Hopper kernel merges up to 16 splits of a sequence's kv head inside a thread block cluster (each
     # split's block reads the others' partial rows from their shared memory); more splits, or FLASHATTN_KVC_CLUSTER=0,
