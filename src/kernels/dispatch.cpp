@@ -274,8 +274,7 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
 // holds at once, 0 where it cannot launch them.
 using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
 
-// FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison);
-// =fit: the heuristic's count is not capped at kKvcClusterMax (measurement only).
+// FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison).
 constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them.
@@ -300,14 +299,9 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     // kv heads from 4k keys) keep the combine: capped at 16 in clusters, they read 3-7% slower at 16k-64k keys
     // (bench/NOTES.md, "kv-cache: splits merged in a cluster").
     const char* cluster_choice = std::getenv(kKvcClusterVariable);
-    if (cluster_capacity && plan.num_splits > 1 && !(cluster_choice && std::strcmp(cluster_choice, "0") == 0)) {
-        const bool cap = p.num_splits <= 0 && !(cluster_choice && std::strcmp(cluster_choice, "fit") == 0);
-        const int splits = cap ? std::min(plan.num_splits, kKvcClusterMax) : plan.num_splits;
-        if (splits <= kKvcClusterMax && blocks <= cluster_capacity(p, splits)) {
-            plan.num_splits = splits;
-            plan.merge_in_cluster = true;
-        }
-    }
+    if (cluster_capacity && plan.num_splits > 1 && plan.num_splits <= kKvcClusterMax &&
+        !(cluster_choice && std::strcmp(cluster_choice, "0") == 0))
+        plan.merge_in_cluster = blocks <= cluster_capacity(p, plan.num_splits);
 
     const size_t q_rot_bytes =
         p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;

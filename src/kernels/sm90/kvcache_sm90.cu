@@ -71,12 +71,11 @@ auto prepared_kernel() {
 }
 
 // The launch's configuration: the grid, the block (two producer warps on paged caches), and with splits merged in a
-// cluster, clusters of one unit's splits along z, spread over the SMs: a unit's splits exist to draw bandwidth from
-// as many SMs as there are blocks, which two blocks of a cluster on one SM would not.
+// cluster, clusters of one unit's splits along z.
 template <class T>
 struct KvcLaunchConfig {
     cudaLaunchConfig_t config = {};
-    cudaLaunchAttribute attribute[2];
+    cudaLaunchAttribute attribute[1];
     KvcLaunchConfig(dim3 grid, bool paged, int cluster_splits, cudaStream_t stream) {
         config.gridDim = grid;
         config.blockDim = dim3(paged ? T::kThreads : T::kThreadsDense);
@@ -85,13 +84,8 @@ struct KvcLaunchConfig {
         attribute[0].id = cudaLaunchAttributeClusterDimension;
         attribute[0].val.clusterDim.x = 1, attribute[0].val.clusterDim.y = 1;
         attribute[0].val.clusterDim.z = static_cast<unsigned>(cluster_splits);
-        attribute[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-        const char* spread = std::getenv("FLASHATTN_KVC_CLUSTER_SPREAD");  // measurement only: "0" the default policy
-        attribute[1].val.clusterSchedulingPolicyPreference = spread && std::strcmp(spread, "0") == 0
-                                                                 ? cudaClusterSchedulingPolicyDefault
-                                                                 : cudaClusterSchedulingPolicySpread;
         config.attrs = attribute;
-        config.numAttrs = cluster_splits > 1 ? 2 : 0;
+        config.numAttrs = cluster_splits > 1 ? 1 : 0;
     }
 };
 
