@@ -296,8 +296,9 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     if (p.seqlen_q == 0) plan.num_splits = 1;
     // Splits merged in a cluster where the count allows (at most kKvcClusterMax) and the clusters, one a unit, are all
     // resident at once (as the heuristic's count assumed of the blocks). The heuristic's larger counts (batch 1 x 8
-    // kv heads from 4k keys) keep the combine: capped at 16 in clusters, they read 3-7% slower at 16k-64k keys
-    // (bench/NOTES.md, "kv-cache: splits merged in a cluster").
+    // kv heads from 4k keys) keep the combine: capped at 16 in clusters they read 3% faster on one H100 at 16k-64k
+    // keys and 3-7% slower on another, as 16-block clusters fall on its SMs (bench/NOTES.md, "kv-cache: splits
+    // merged in a cluster").
     const char* cluster_choice = std::getenv(kKvcClusterVariable);
     if (cluster_capacity && plan.num_splits > 1 && plan.num_splits <= kKvcClusterMax &&
         !(cluster_choice && std::strcmp(cluster_choice, "0") == 0))

@@ -102,9 +102,9 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
 }
 
 // The splits of one unit (row block, kv heads) merged inside their cluster (KvcPlan::merge_in_cluster; the cluster
-// spans the grid's z, one block a split, so a block's rank is its split). Why: a second kernel and a round trip of
-// the partial results through memory cost several microseconds (bench/NOTES.md, "kv-cache: splits merged in a
-// cluster"), which at batch 1 is a fifth of the call. Each block has left its normalised partial rows (fp32,
+// spans the grid's z, one block a split, so a block's rank is its split). Why: at batch 1-4 a second kernel and a
+// round trip of the partial results through memory are a measurable share of the call (batch 1 x 8 kv heads, 1k
+// keys: 13.7 us with them, 12.6 without; bench/NOTES.md, "kv-cache: splits merged in a cluster"). Each block has left its normalised partial rows (fp32,
 // T::kPartialStride floats a row) at `part_o` and their LSEs at `part_lse` in its own shared memory, and passed
 // the cluster barrier; the unit's (row, 4-column chunk) items are shared out among all the cluster's consumer threads,
 // each reading that chunk and LSE from every split: out = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse)
