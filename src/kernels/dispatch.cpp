@@ -271,10 +271,11 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
 }
 
 // Where a kernel's splits may merge in a cluster (the Hopper kv-cache kernel's): clusters of `splits` blocks the GPU
-// holds at once, 0 where it cannot launch them.
-using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
+// holds at once (one_block_an_sm: no two blocks on one SM), 0 where it cannot launch them.
+using KvcClusterCapacity = int (*)(const AttnParams&, int splits, bool one_block_an_sm);
 
-// FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison).
+// FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison);
+// =fit: the heuristic's counts above kKvcClusterMax are never capped (measurement).
 constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them.
@@ -300,9 +301,15 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     // keys and 3-7% slower on another, as 16-block clusters fall on its SMs (bench/NOTES.md, "kv-cache: splits
     // merged in a cluster").
     const char* cluster_choice = std::getenv(kKvcClusterVariable);
-    if (cluster_capacity && plan.num_splits > 1 && plan.num_splits <= kKvcClusterMax &&
-        !(cluster_choice && std::strcmp(cluster_choice, "0") == 0))
-        plan.merge_in_cluster = blocks <= cluster_capacity(p, plan.num_splits);
+    const bool no_cluster = cluster_choice && std::strcmp(cluster_choice, "0") == 0;
+    const bool no_cap = cluster_choice && std::strcmp(cluster_choice, "fit") == 0;
+    if (cluster_capacity && plan.num_splits > 1 && plan.num_splits <= kKvcClusterMax && !no_cluster) {
+        plan.merge_in_cluster = blocks <= cluster_capacity(p, plan.num_splits, false);
+    } else if (cluster_capacity && p.num_splits <= 0 && plan.num_splits > kKvcClusterMax && !no_cluster && !no_cap &&
+               blocks * kKvcClusterMax <= sm_count && blocks <= cluster_capacity(p, kKvcClusterMax, true)) {
+        plan.num_splits = kKvcClusterMax;
+        plan.merge_in_cluster = plan.cluster_one_block_an_sm = true;
+    }
 
     const size_t q_rot_bytes =
         p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;

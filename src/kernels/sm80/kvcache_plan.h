@@ -17,6 +17,7 @@ struct KvcPlan {
     // The Hopper kernel's splits merged inside a thread block cluster (the splits of a unit are one cluster, their
     // partial results read from each other's shared memory): no workspace for them, no combine kernel.
     bool merge_in_cluster = false;
+    bool cluster_one_block_an_sm = false;  // ... launched so that no two of its blocks share an SM
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)
