@@ -87,10 +87,10 @@ def main():
                         tflops[name] = None
                 rec = {"hdim": d, "seqlen": s, "causal": causal, **{f"{n}_tflops": t for n, t in tflops.items()}}
                 records.append(rec)
-                fmt = lambda t, w: f"{t:{w}.1f}" if t else f"{'-':>{w}}"
+                fmt = lambda t, w, digits=1: f"{t:{w}.{digits}f}" if t else f"{'-':>{w}}"
                 ratio = tflops["flashattn"] / tflops["cudnn"] if tflops["flashattn"] and tflops["cudnn"] else None
                 print(f"{d:4d} {s:6d} {str(causal):>6} | {fmt(tflops['flashattn'], 9)} {fmt(tflops['cudnn'], 7)} "
-                      f"{fmt(tflops['sdpa_fa2'], 8)} | {fmt(ratio, 5)}", flush=True)
+                      f"{fmt(tflops['sdpa_fa2'], 8)} | {fmt(ratio, 6, 3)}", flush=True)
     print(f"timing: {method}")
     if args.json:
         with open(args.json, "w") as f:
