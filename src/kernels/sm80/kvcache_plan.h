@@ -17,11 +17,11 @@ struct KvcPlan {
     // The Hopper kernel's splits merged inside a thread block cluster (the splits of a unit are one cluster, their
     // partial results read from each other's shared memory): no workspace for them, no combine kernel.
     bool merge_in_cluster = false;
-    bool cluster_one_block_an_sm = false;  // ... launched so that no two of its blocks share an SM
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)
     size_t workspace_bytes = 0;
+    bool cluster_one_block_an_sm = false;  // merged in a cluster: launched so that no two of its blocks share an SM
 };
 
 // The most splits a cluster merges: 16, the largest cluster an H100 launches (with the non-portable size allowed).

@@ -104,11 +104,12 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
 // The splits of one unit (row block, kv heads) merged inside their cluster (KvcPlan::merge_in_cluster; the cluster
 // spans the grid's z, one block a split, so a block's rank is its split). Why: at batch 1-4 a second kernel and a
 // round trip of the partial results through memory are a measurable share of the call (batch 1 x 8 kv heads, 1k
-// keys: 13.7 us with them, 12.6 without; bench/NOTES.md, "kv-cache: splits merged in a cluster"). Each block has left its normalised partial rows (fp32,
-// T::kPartialStride floats a row) at `part_o` and their LSEs at `part_lse` in its own shared memory, and passed
-// the cluster barrier; the unit's (row, 4-column chunk) items are shared out among all the cluster's consumer threads,
-// each reading that chunk and LSE from every split: out = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse)
-// (sm80/kvcache_combine.cuh's arithmetic; a split that saw no key has lse -inf, a row no split saw gets 0 and +inf).
+// keys: 13.7 us with them, 12.6 without; bench/NOTES.md, "kv-cache: splits merged in a cluster"). Each block has
+// left its normalised partial rows (fp32, T::kPartialStride floats a row) at `part_o` and their LSEs at `part_lse`
+// in its own shared memory, and passed the cluster barrier; the unit's (row, 4-column chunk) items are shared out
+// among all the cluster's consumer threads, each reading that chunk and LSE from every split:
+// out = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse) (sm80/kvcache_combine.cuh's arithmetic; a split that
+// saw no key has lse -inf, a row no split saw gets 0 and +inf).
 template <class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                   uint32_t part_o, uint32_t part_lse, int tid) {
