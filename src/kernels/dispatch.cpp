@@ -271,11 +271,10 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
 }
 
 // Where a kernel's splits may merge in a cluster (the Hopper kv-cache kernel's): clusters of `splits` blocks the GPU
-// holds at once (one_block_an_sm: no two blocks on one SM), 0 where it cannot launch them.
-using KvcClusterCapacity = int (*)(const AttnParams&, int splits, bool one_block_an_sm);
+// holds at once, 0 where it cannot launch them.
+using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
 
-// FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison);
-// =fit: the heuristic's counts above kKvcClusterMax are never capped (measurement).
+// FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison).
 constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them.
@@ -298,18 +297,12 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     // Splits merged in a cluster where the count allows (at most kKvcClusterMax) and the clusters, one a unit, are all
     // resident at once (as the heuristic's count assumed of the blocks). The heuristic's larger counts (batch 1 x 8
     // kv heads from 4k keys) keep the combine: capped at 16 in clusters they read 3% faster on one H100 at 16k-64k
-    // keys and 3-7% slower on another, as 16-block clusters fall on its SMs (bench/NOTES.md, "kv-cache: splits
-    // merged in a cluster").
+    // keys and 3-7% slower on others, whose GPCs hold only 7 such clusters with one block an SM (bench/NOTES.md,
+    // "kv-cache: splits merged in a cluster"; bench/probe_cluster_capacity.cu).
     const char* cluster_choice = std::getenv(kKvcClusterVariable);
-    const bool no_cluster = cluster_choice && std::strcmp(cluster_choice, "0") == 0;
-    const bool no_cap = cluster_choice && std::strcmp(cluster_choice, "fit") == 0;
-    if (cluster_capacity && plan.num_splits > 1 && plan.num_splits <= kKvcClusterMax && !no_cluster) {
-        plan.merge_in_cluster = blocks <= cluster_capacity(p, plan.num_splits, false);
-    } else if (cluster_capacity && p.num_splits <= 0 && plan.num_splits > kKvcClusterMax && !no_cluster && !no_cap &&
-               blocks * kKvcClusterMax <= sm_count && blocks <= cluster_capacity(p, kKvcClusterMax, true)) {
-        plan.num_splits = kKvcClusterMax;
-        plan.merge_in_cluster = plan.cluster_one_block_an_sm = true;
-    }
+    if (cluster_capacity && plan.num_splits > 1 && plan.num_splits <= kKvcClusterMax &&
+        !(cluster_choice && std::strcmp(cluster_choice, "0") == 0))
+        plan.merge_in_cluster = blocks <= cluster_capacity(p, plan.num_splits);
 
     const size_t q_rot_bytes =
         p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;

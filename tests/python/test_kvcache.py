@@ -246,10 +246,10 @@ def test_splits_merged_in_a_cluster_or_by_the_combine(device, num_splits, cluste
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("cluster,page_size", [("", None), ("", 16), ("fit", None)])
+@pytest.mark.parametrize("cluster,page_size", [("", None), ("", 16), ("0", None)])
 def test_one_sequence_many_splits(device, cluster, page_size, monkeypatch):
-    # Batch 1 x 8 kv heads with a 4k cache: the heuristic's 22 splits become 16 in clusters of one block an SM where
-    # the GPU holds 8 of them, else (and with FLASHATTN_KVC_CLUSTER=fit) stay with the combine.
+    # Batch 1 x 8 kv heads with a 4k cache: the heuristic's 22 splits, more than a cluster merges, go to the combine
+    # kernel (FLASHATTN_KVC_CLUSTER=0 or not).
     monkeypatch.setenv("FLASHATTN_KVC_CLUSTER", cluster)
     check(device, torch.bfloat16, batch=1, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=4100,
           seqlen_new=1, lengths=[4000], page_size=page_size, causal=True)

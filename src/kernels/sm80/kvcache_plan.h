@@ -21,7 +21,6 @@ struct KvcPlan {
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)
     size_t workspace_bytes = 0;
-    bool cluster_one_block_an_sm = false;  // merged in a cluster: launched so that no two of its blocks share an SM
 };
 
 // The most splits a cluster merges: 16, the largest cluster an H100 launches (with the non-portable size allowed).

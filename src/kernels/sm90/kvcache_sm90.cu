@@ -59,25 +59,10 @@ bool addressable(const void* base, const CacheGeometry& g) {
 template <ElemType kElem, int kHeadDim>
 using Traits = KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>;
 
-// Shared memory that leaves room for one block an SM (more than half an SM's): a launch asking for it has its blocks,
-// those of a cluster included, on as many SMs as there are blocks.
-int one_block_an_sm_smem_bytes() {
-    static const int bytes = [] {
-        int device = 0, per_sm = 0;
-        check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-        check_cuda(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
-                   "cudaDeviceGetAttribute(shared memory an SM)");
-        constexpr int kMargin = 1024;  // past half, whatever the driver reserves a block
-        return per_sm / 2 + kMargin;
-    }();
-    return bytes;
-}
-
 template <class T>
 auto prepared_kernel() {
     const auto kernel = kvcache_sm90_kernel<T>;
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    std::max(kvc_sm90_smem_bytes<T>(), one_block_an_sm_smem_bytes())),
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kvc_sm90_smem_bytes<T>()),
                "cudaFuncSetAttribute(Hopper kv-cache shared memory)");
     // Clusters of more than 8 blocks (splits merged in a cluster, up to kKvcClusterMax) are "non-portable".
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
@@ -86,17 +71,15 @@ auto prepared_kernel() {
 }
 
 // The launch's configuration: the grid, the block (two producer warps on paged caches), and with splits merged in a
-// cluster, clusters of one unit's splits along z (one_block_an_sm: with the shared memory that keeps them apart).
+// cluster, clusters of one unit's splits along z.
 template <class T>
 struct KvcLaunchConfig {
     cudaLaunchConfig_t config = {};
     cudaLaunchAttribute attribute[1];
-    KvcLaunchConfig(dim3 grid, bool paged, int cluster_splits, bool one_block_an_sm, cudaStream_t stream) {
+    KvcLaunchConfig(dim3 grid, bool paged, int cluster_splits, cudaStream_t stream) {
         config.gridDim = grid;
         config.blockDim = dim3(paged ? T::kThreads : T::kThreadsDense);
         config.dynamicSmemBytes = kvc_sm90_smem_bytes<T>();
-        if (one_block_an_sm)
-            config.dynamicSmemBytes = std::max<size_t>(config.dynamicSmemBytes, one_block_an_sm_smem_bytes());
         config.stream = stream;
         attribute[0].id = cudaLaunchAttributeClusterDimension;
         attribute[0].val.clusterDim.x = 1, attribute[0].val.clusterDim.y = 1;
@@ -106,23 +89,22 @@ struct KvcLaunchConfig {
     }
 };
 
-// Clusters of `splits` blocks resident at once (0: such a cluster cannot be launched), per instance, cache kind and
-// blocks an SM.
+// Clusters of `splits` blocks resident at once (0: such a cluster cannot be launched), per instance and cache kind.
 template <class T>
-int cluster_capacity(bool paged, int splits, bool one_block_an_sm) {
-    static int cached[2][2][kKvcClusterMax + 1];
-    static std::once_flag once[2][2][kKvcClusterMax + 1];
-    std::call_once(once[paged][one_block_an_sm][splits], [&] {
-        const KvcLaunchConfig<T> launch(dim3(1, 1, unsigned(splits)), paged, splits, one_block_an_sm, nullptr);
+int cluster_capacity(bool paged, int splits) {
+    static int cached[2][kKvcClusterMax + 1];
+    static std::once_flag once[2][kKvcClusterMax + 1];
+    std::call_once(once[paged][splits], [&] {
+        const KvcLaunchConfig<T> launch(dim3(1, 1, unsigned(splits)), paged, splits, nullptr);
         int clusters = 0;
         const auto kernel = prepared_kernel<T>();
         if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.config) != cudaSuccess) {
             (void)cudaGetLastError();  // an unlaunchable size reads as 0
             clusters = 0;
         }
-        cached[paged][one_block_an_sm][splits] = clusters;
+        cached[paged][splits] = clusters;
     });
-    return cached[paged][one_block_an_sm][splits];
+    return cached[paged][splits];
 }
 
 template <class T>
@@ -153,8 +135,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const CUtensorMap map_v =
         make_tensor_map_4d_sw128(p.v, p.dtype, gv.dims, gv.strides, T::kBoxCols, box_rows, box_heads);
     launch_kvc_steps<typename T::Elem>(p, plan, stream, T::kBlockM, [&](dim3 grid) {
-        KvcLaunchConfig<T> launch(grid, p.block_table != nullptr, plan.merge_in_cluster ? plan.num_splits : 1,
-                                  plan.cluster_one_block_an_sm, stream);
+        KvcLaunchConfig<T> launch(grid, p.block_table != nullptr, plan.merge_in_cluster ? plan.num_splits : 1, stream);
         check_cuda(cudaLaunchKernelEx(&launch.config, kernel, map_k, map_v, p, plan),
                    "Hopper kv-cache attention kernel launch");
         g_launches.fetch_add(1, std::memory_order_relaxed);
@@ -192,10 +173,9 @@ int kvc_sm90_blocks_per_sm(const AttnParams& p) {
     return with_traits(p, [](auto t) { return blocks_per_sm<decltype(t)>(); });
 }
 
-int kvc_sm90_cluster_capacity(const AttnParams& p, int splits, bool one_block_an_sm) {
+int kvc_sm90_cluster_capacity(const AttnParams& p, int splits) {
     if (splits < 2 || splits > kKvcClusterMax) return 0;
-    return with_traits(
-        p, [&](auto t) { return cluster_capacity<decltype(t)>(p.block_table != nullptr, splits, one_block_an_sm); });
+    return with_traits(p, [&](auto t) { return cluster_capacity<decltype(t)>(p.block_table != nullptr, splits); });
 }
 
 int kvc_sm90_block_n(const AttnParams& p) {

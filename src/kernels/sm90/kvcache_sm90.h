@@ -18,8 +18,8 @@ bool kvc_sm90_handles(const AttnParams& p);
 // Resident blocks an SM for p's instance (the split heuristic's slots).
 int kvc_sm90_blocks_per_sm(const AttnParams& p);
 // Clusters of `splits` blocks (2 to kKvcClusterMax, a unit's splits merged in their cluster) of p's instance that
-// the GPU holds at once (one_block_an_sm: launched so that no two blocks share an SM); 0 where it cannot launch them.
-int kvc_sm90_cluster_capacity(const AttnParams& p, int splits, bool one_block_an_sm);
+// the GPU holds at once; 0 where it cannot launch them.
+int kvc_sm90_cluster_capacity(const AttnParams& p, int splits);
 // Key-rows a tile of p's instance (the split heuristic's tile count).
 int kvc_sm90_block_n(const AttnParams& p);
 // kv heads a block on a GPU of `slots` resident blocks (kvc_head_group of the instance's tile, then
