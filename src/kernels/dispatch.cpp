@@ -286,13 +286,10 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const int64_t blocks = grid.row_blocks * grid.kv_groups;
     const int64_t keys_per_tile = block_n / head_group;
     const int64_t key_tiles = (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;  // of the cache's capacity
-    auto clamped = [&](int64_t splits) {  // a caller's count too: it is gridDim.z
-        splits = std::min<int64_t>(splits, kKvcMaxSplits);
-        return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
-    };
-    plan.num_splits = clamped(p.num_splits > 0 ? p.num_splits
-                                               : kvc_splits(blocks, key_tiles, sm_count,
-                                                            int64_t(sm_count) * std::max(blocks_per_sm, 1)));
+    int64_t splits = p.num_splits;
+    if (splits <= 0) splits = kvc_splits(blocks, key_tiles, sm_count, int64_t(sm_count) * std::max(blocks_per_sm, 1));
+    splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
+    plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
     if (p.seqlen_q == 0) plan.num_splits = 1;
     // Splits merged in a cluster where the count allows (at most kKvcClusterMax) and the clusters, one a unit, are all
     // resident at once (as the heuristic's count assumed of the blocks). The heuristic's larger counts (batch 1 x 8
