@@ -332,8 +332,20 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const bool empty = !(sum > 0.f);  // saw no key
         const float inv = empty ? 0.f : 1.f / sum;
         const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[0][half] * max_to_natural + logf(sum);
-        if (partial && in_cluster) {
-            float* o = part_o + local * T::kPartialStride;
+        if (partial) {
+            // The normalised fp32 partial row and its LSE: in this block's shared memory for the cluster's merge, or
+            // in the workspace for the combine (a split that saw no key leaves O = 0 and LSE = -inf: weight 0).
+            float* o;
+            float* lse_at;
+            if (in_cluster) {
+                o = part_o + local * T::kPartialStride;
+                lse_at = part_lse + local;
+            } else {
+                const int64_t row_index =
+                    ((int64_t(split) * p.batch + b) * p.nheads + head_of(packed)) * p.seqlen_q + token_of(packed);
+                o = plan.o_accum + row_index * p.head_dim_v;
+                lse_at = plan.lse_accum + row_index;
+            }
 #pragma unroll
             for (int dt = 0; dt < T::kDTiles; ++dt) {
                 const int col = dt * 8 + 2 * tig;
@@ -341,20 +353,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                     *reinterpret_cast<float2*>(o + col) =
                         make_float2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv);
             }
-            if (tig == 0) part_lse[local] = lse;
-        } else if (partial) {
-            // A split that saw no key leaves O = 0 and LSE = -inf: the combine gives it weight 0.
-            const int64_t row_index =
-                ((int64_t(split) * p.batch + b) * p.nheads + head_of(packed)) * p.seqlen_q + token_of(packed);
-            float* o = plan.o_accum + row_index * p.head_dim_v;
-#pragma unroll
-            for (int dt = 0; dt < T::kDTiles; ++dt) {
-                const int col = dt * 8 + 2 * tig;
-                if (col < p.head_dim_v)
-                    *reinterpret_cast<float2*>(o + col) =
-                        make_float2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv);
-            }
-            if (tig == 0) plan.lse_accum[row_index] = lse;
+            if (tig == 0) *lse_at = lse;
         } else {
             Elem* o = out + token_of(packed) * p.out_row_stride + head_of(packed) * p.out_head_stride;
 #pragma unroll
