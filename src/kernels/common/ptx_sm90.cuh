@@ -356,11 +356,14 @@ __device__ __forceinline__ uint32_t cluster_smem_addr(uint32_t smem_byte_addr, u
     return 0;
 #endif
 }
-// One arrival on an mbarrier of a block of the cluster (`cluster_addr` from cluster_smem_addr), ordered after this
-// thread's earlier memory operations as the cluster sees them.
+// One arrival on an mbarrier of a block of the cluster (`cluster_addr` from cluster_smem_addr), with the default
+// semantics (release at the block's scope). Not .release.cluster: ptxas puts a MEMBAR.ALL.GPU before each such
+// arrival, which waits for every memory operation the thread has in flight; a consumer handing a stage back after
+// its products have read it (a wgmma wait) needs no more than the copy engine's next write being ordered after the
+// arrival, which the barrier's phase gives.
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t cluster_addr) {
 #if FLASHATTN_SM90
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
 #else
     (void)cluster_addr;
     __trap();
