@@ -44,7 +44,6 @@ void check_on_sm90(const AttnCase& c) {
         const char* persistent;
         const char* block_n;
         const char* tail = "";  // FLASHATTN_SM90_TAIL_SPLIT: the last R tiles in K parts, where a split can run
-        const char* pair = "";  // FLASHATTN_SM90_KV_PAIR: blocks in K/V pairs, where they can run
     };
     const Variant variants[] = {{"serial1", "0", ""},
                                 {"specialised", "0", ""},
@@ -54,18 +53,14 @@ void check_on_sm90(const AttnCase& c) {
                                 {"specialised3", "0", ""},
                                 {"specialised", "1", ""},
                                 {"specialised", "0", "wide", "5,3"},
-                                {"specialised3", "0", "", "3,2"},
-                                {"specialised", "0", "", "", "1"},
-                                {"specialised", "0", "wide", "", "1"}};
+                                {"specialised3", "0", "", "3,2"}};
     for (const Variant& v : variants) {
         SCOPED_TRACE(std::string("FLASHATTN_SM90_SCHEDULE=") + v.schedule + " FLASHATTN_SM90_PERSISTENT=" +
-                     v.persistent + " FLASHATTN_SM90_BLOCK_N=" + v.block_n + " FLASHATTN_SM90_TAIL_SPLIT=" + v.tail +
-                     " FLASHATTN_SM90_KV_PAIR=" + v.pair);
+                     v.persistent + " FLASHATTN_SM90_BLOCK_N=" + v.block_n + " FLASHATTN_SM90_TAIL_SPLIT=" + v.tail);
         ScopedEnv chosen("FLASHATTN_SM90_SCHEDULE", v.schedule);
         ScopedEnv persistent("FLASHATTN_SM90_PERSISTENT", v.persistent);
         ScopedEnv block_n("FLASHATTN_SM90_BLOCK_N", v.block_n);
         ScopedEnv tail("FLASHATTN_SM90_TAIL_SPLIT", v.tail);
-        ScopedEnv pair("FLASHATTN_SM90_KV_PAIR", v.pair);
         const int64_t before = kernels::sm90_forward_launches();
         check_forward(c);
         EXPECT_GT(kernels::sm90_forward_launches(), before) << "the Ampere-class fallback ran, not the Hopper kernel";
@@ -192,50 +187,6 @@ TEST(GpuForwardSm90Split, LastWave) {
     const int64_t before = kernels::sm90_forward_tail_splits();
     check_forward(whole);
     EXPECT_EQ(kernels::sm90_forward_tail_splits(), before) << "split without a workspace";
-}
-
-// K/V pairs (fwd_kernel.cuh, load_tile_pair): clusters of two blocks sharing each K and V tile, forced on. They run
-// without masks where the row blocks are even in number (1000 query rows: 8 blocks of 128) at head dims of the 128
-// and 256 buckets (96 and 200 zero-filled), with GQA and MQA, ALiBi and softcap, key counts on and off tiles, both
-// tile widths; checked to have run as pairs. Odd row-block counts, causal masks and head dim 64 run unpaired.
-TEST(GpuForwardSm90Pair, SharesKv) {
-    if (const char* why = sm90_unavailable()) GTEST_SKIP() << why;
-    ScopedEnv path("FLASHATTN_FORWARD_PATH", "sm90");
-    ScopedEnv unpacked("FLASHATTN_FORWARD_PACKED", "0");
-    ScopedEnv schedule("FLASHATTN_SM90_SCHEDULE", "specialised");
-    ScopedEnv persistent("FLASHATTN_SM90_PERSISTENT", "0");
-    ScopedEnv pair("FLASHATTN_SM90_KV_PAIR", "1");
-    for (const char* block_n : {"128", "wide"}) {
-        ScopedEnv width("FLASHATTN_SM90_BLOCK_N", block_n);
-        for (DType dt : kDtypes) {
-            const AttnCase cases[] = {
-                {.dtype = dt, .seqlen_q = 1000, .seqlen_k = 113, .nheads = 4, .nheads_k = 2, .head_dim = 128,
-                 .softcap = 30.f},
-                {.dtype = dt, .seqlen_q = 1000, .seqlen_k = 1000, .nheads = 4, .nheads_k = 2, .head_dim = 128,
-                 .alibi = Alibi::per_head},
-                {.dtype = dt, .seqlen_q = 1000, .seqlen_k = 4097, .nheads = 4, .nheads_k = 2, .head_dim = 128},
-                {.dtype = dt, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 96},
-                {.dtype = dt, .seqlen_q = 1000, .seqlen_k = 1000, .nheads = 4, .nheads_k = 1, .head_dim = 200,
-                 .alibi = Alibi::per_head},
-                {.dtype = dt, .seqlen_q = 1000, .seqlen_k = 113, .head_dim = 256, .softcap = 30.f},
-                {.dtype = dt, .seqlen_q = 1000, .seqlen_k = 4097, .nheads = 4, .nheads_k = 2, .head_dim = 256}};
-            for (const AttnCase& c : cases) {
-                SCOPED_TRACE(c.label() + " FLASHATTN_SM90_BLOCK_N=" + block_n);
-                const int64_t before = kernels::sm90_forward_kv_pairs();
-                check_forward(c);
-                EXPECT_GT(kernels::sm90_forward_kv_pairs(), before) << "the blocks did not run as K/V pairs";
-            }
-        }
-    }
-    const AttnCase unpaired[] = {{.dtype = kBF16, .seqlen_q = 1100, .seqlen_k = 1000, .head_dim = 128},
-                                 {.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 128, .causal = true},
-                                 {.dtype = kF16, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 64}};
-    for (const AttnCase& c : unpaired) {
-        SCOPED_TRACE(c.label());
-        const int64_t before = kernels::sm90_forward_kv_pairs();
-        check_forward(c);
-        EXPECT_EQ(kernels::sm90_forward_kv_pairs(), before) << "paired where the row blocks differ in keys or count";
-    }
 }
 
 [[maybe_unused]] const bool registered = [] {

@@ -128,22 +128,6 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t
 #endif
 }
 
-// tma_load_4d's box written into every block of the cluster named in `cta_mask` (bit r: rank r), at the same
-// shared-memory offsets `dst` and `bar` have in this block; each destination's own `bar` counts the box's bytes.
-__device__ __forceinline__ void tma_load_4d_multicast(void* dst, const void* map, uint64_t* bar, int x, int y, int z,
-                                                      int w, uint16_t cta_mask) {
-#if FLASHATTN_SM90
-    asm volatile(
-        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
-        "[%0], [%1, {%3, %4, %5, %6}], [%2], %7;\n" ::"r"(smem_addr(dst)),
-        "l"(map), "r"(smem_addr(bar)), "r"(x), "r"(y), "r"(z), "r"(w), "h"(cta_mask)
-        : "memory");
-#else
-    (void)dst, (void)map, (void)bar, (void)x, (void)y, (void)z, (void)w, (void)cta_mask;
-    __trap();
-#endif
-}
-
 // Copy the box at (x innermost, y, z, w) of `map` from shared memory (byte address src, the box's swizzled layout) to
 // global memory, as one operation of this thread's current bulk async-group; parts of the box outside the tensor are
 // not written.
@@ -354,19 +338,6 @@ __device__ __forceinline__ uint32_t cluster_smem_addr(uint32_t smem_byte_addr, u
     (void)smem_byte_addr, (void)rank;
     __trap();
     return 0;
-#endif
-}
-// One arrival on an mbarrier of a block of the cluster (`cluster_addr` from cluster_smem_addr), with the default
-// semantics (release at the block's scope). Not .release.cluster: ptxas puts a MEMBAR.ALL.GPU before each such
-// arrival, which waits for every memory operation the thread has in flight; a consumer handing a stage back after
-// its products have read it (a wgmma wait) needs no more than the copy engine's next write being ordered after the
-// arrival, which the barrier's phase gives.
-__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t cluster_addr) {
-#if FLASHATTN_SM90
-    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
-#else
-    (void)cluster_addr;
-    __trap();
 #endif
 }
 __device__ __forceinline__ float ld_cluster_f32(uint32_t cluster_addr) {

@@ -291,44 +291,6 @@ __device__ __forceinline__ void load_v(Smem& s, int st, const CUtensorMap* map, 
     load_v_at<T>(s, st, map, row, at.hk, at.map_batch);
 }
 
-// A K/V pair (fwd_specialised_kernel.cuh, kv_pair): two blocks of one cluster computing two row blocks of the same
-// (sequence, head) against the same keys. Each block's producer copies half of a K or V tile's 64-column boxes and
-// the copy engine writes them into both blocks (multicast), so a tile crosses from L2 once for the two; each block's
-// "full" mbarrier expects the whole tile, half of it delivered by the other block's copies.
-constexpr uint16_t kPairMask = 0b11;  // both blocks of the pair
-template <class T, int kBoxes, typename Elem>
-__device__ __forceinline__ void load_tile_pair(Elem* boxes, int box_elems, const CUtensorMap* map, uint64_t* bar,
-                                               uint32_t bytes, int row, int head, int b, uint32_t rank) {
-    if constexpr (kBoxes % 2 == 0) {
-        constexpr int kHalf = kBoxes / 2;
-        ptx::mbarrier_arrive_expect_tx(bar, bytes);
-        for (int box = int(rank) * kHalf; box < int(rank + 1) * kHalf; ++box)
-            ptx::tma_load_4d_multicast(boxes + box * box_elems, map, bar, box * T::kBoxCols, row, head, b,
-                                       kPairMask);
-    } else {
-        __trap();  // the launch pairs blocks only where the boxes halve
-    }
-}
-// K or V key tile `row` into stage st, alone (pair_rank < 0) or as half of a K/V pair.
-template <class T, class Smem>
-__device__ __forceinline__ void load_k_shared(Smem& s, int st, const CUtensorMap* map, int row, int head_k,
-                                              int batch, int pair_rank) {
-    if (pair_rank < 0)
-        load_k_at<T>(s, st, map, row, head_k, batch);
-    else
-        load_tile_pair<T, T::kBoxes>(s.k[st][0], T::kKvBoxElems, map, &s.k_full[st], T::kKTileBytes, row, head_k,
-                                     batch, uint32_t(pair_rank));
-}
-template <class T, class Smem>
-__device__ __forceinline__ void load_v_shared(Smem& s, int st, const CUtensorMap* map, int row, int head_k,
-                                              int batch, int pair_rank) {
-    if (pair_rank < 0)
-        load_v_at<T>(s, st, map, row, head_k, batch);
-    else
-        load_tile_pair<T, T::kBoxesV>(s.v[st][0], T::kKvBoxElems, map, &s.v_full[st], T::kVTileBytes, row, head_k,
-                                      batch, uint32_t(pair_rank));
-}
-
 // Whether a work tile's first key tile is key tile 0 of its (batch, kv head) and it has one, decided from the
 // parameters and the tile's first row alone (no sequence slice): true without varlen, seqused_k and a left window,
 // where a row sees keys from 0 on, when the tile's last row sees key 0 (visible_keys with window_left < 0).
@@ -560,26 +522,20 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
 // arrived (one arrival a warp, after its wgmma wait).
 // q_empty_arrivals: one a consumer warp, or (the persistent kernel, whose Q tiles go back once their staged output
 // has been read by the copy engine) one a consumer warpgroup.
-// kv_pair: the block is half of a K/V pair (load_tile_pair): a K or V stage is empty once the consumer warps of both
-// blocks have arrived, since the next copy into it writes both; the barriers are published to the cluster, as the
-// other block's copies and arrivals reach them.
 template <class T, int kQBuffers>
 __device__ __forceinline__ void init_barriers(Sm90FwdSmem<T, kQBuffers>& s,
-                                              uint32_t q_empty_arrivals = T::kWarpgroups * 4, bool kv_pair = false) {
+                                              uint32_t q_empty_arrivals = T::kWarpgroups * 4) {
     if (threadIdx.x == 0) {
-        const uint32_t kv_empty_arrivals = T::kWarpgroups * 4 * (kv_pair ? 2 : 1);
+        constexpr uint32_t kConsumerWarps = T::kWarpgroups * 4;
         for (int qb = 0; qb < kQBuffers; ++qb) ptx::mbarrier_init(&s.q_full[qb], 1);
         for (int st = 0; st < T::kKStages; ++st) ptx::mbarrier_init(&s.k_full[st], 1);
         for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_full[st], 1);
-        for (int st = 0; st < T::kKStages; ++st) ptx::mbarrier_init(&s.k_empty[st], kv_empty_arrivals);
-        for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_empty[st], kv_empty_arrivals);
+        for (int st = 0; st < T::kKStages; ++st) ptx::mbarrier_init(&s.k_empty[st], kConsumerWarps);
+        for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_empty[st], kConsumerWarps);
         for (int qb = 0; qb < kQBuffers; ++qb) ptx::mbarrier_init(&s.q_empty[qb], q_empty_arrivals);
         ptx::fence_mbarrier_init();
     }
-    if (kv_pair)
-        ptx::cluster_sync();
-    else
-        __syncthreads();
+    __syncthreads();
 }
 
 template <class T, int kQBuffers = 1>

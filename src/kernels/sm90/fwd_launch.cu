@@ -267,31 +267,9 @@ size_t tail_split_bytes(const Sm90TailSplit& split) {
     return rows * T::kHeadDimV * sizeof(float) + rows * sizeof(float);
 }
 
-// ----- K/V pairs (fwd_kernel.cuh, load_tile_pair) -------------------------------------------------------------------
-
-// The one-tile kernel's blocks as clusters of two that share each K and V tile through the copy engine's multicast:
-// blocks 2i and 2i + 1 are row blocks 2i and 2i + 1 of one (sequence, head) (sm90_tile), so every row of both must see
-// the same key tiles: no causal or window mask, no varlen or seqused_k, an even number of row blocks. The tile's
-// 64-column boxes are halved between the two producers, so head dims of an even box count (128, 256). Where it runs,
-// the last wave is not split (the split's parts are single blocks). FLASHATTN_SM90_KV_PAIR: "0" never, "1" wherever
-// it can run.
-template <class T>
-bool kv_pair_of(const AttnParams& p, bool persistent) {
-    if constexpr (T::kSchedule != Sm90Schedule::specialised || T::kBoxes % 2 != 0 || T::kBoxesV % 2 != 0) {
-        (void)p, (void)persistent;
-        return false;
-    } else {
-        const std::string forced = env_value("FLASHATTN_SM90_KV_PAIR");
-        if (forced != "1") return false;
-        const int m_blocks = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM;
-        return !persistent && !p.causal && p.window_left < 0 && p.window_right < 0 && !p.is_varlen &&
-               !p.seqused_k && m_blocks % 2 == 0;
-    }
-}
-
 // ----- the launch ---------------------------------------------------------------------------------------------------
 
-std::atomic<int64_t> g_launches{0}, g_kv_pairs{0};
+std::atomic<int64_t> g_launches{0};
 
 CUtensorMap attention_map(const void* base, ElemType dtype, int head_dim, int rows, int heads, int batch,
                           int64_t row_stride, int64_t head_stride, int64_t batch_stride, uint32_t box_cols,
@@ -333,9 +311,8 @@ void launch(const AttnParams& p, const LaunchPlan& plan) {
                                                          p.out_row_stride, p.out_head_stride, p.out_batch_stride,
                                                          T::kBoxCols, T::kRowsPerWarpgroup)
                                          : map_q;  // unread
-    const bool kv_pair = kv_pair_of<T>(p, persistent);
     // The last wave's split, where the caller's workspace has room for it (else the tiles run whole).
-    Sm90TailSplit split = kv_pair ? Sm90TailSplit{} : tail_split_of<T>(p, persistent);
+    Sm90TailSplit split = tail_split_of<T>(p, persistent);
     const size_t split_bytes = tail_split_bytes<T>(split);
     if (split_bytes > 0 && (!p.workspace || p.workspace_bytes < split_bytes ||
                             reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0))
@@ -370,19 +347,8 @@ void launch(const AttnParams& p, const LaunchPlan& plan) {
         const int64_t tiles = int64_t(m_blocks) * p.batch * p.nheads;
         const int64_t blocks = persistent ? std::min<int64_t>(tiles, current_device_props().sm_count)
                                           : tiles + int64_t(split.tiles) * (split.parts - 1);
-        cudaLaunchConfig_t config = {};
-        config.gridDim = dim3(static_cast<unsigned>(blocks));
-        config.blockDim = dim3(T::kThreads);
-        config.dynamicSmemBytes = static_cast<size_t>(kSmem);
-        config.stream = static_cast<cudaStream_t>(p.stream);
-        cudaLaunchAttribute pair_cluster[1];
-        pair_cluster[0].id = cudaLaunchAttributeClusterDimension;
-        pair_cluster[0].val.clusterDim.x = 2, pair_cluster[0].val.clusterDim.y = 1, pair_cluster[0].val.clusterDim.z = 1;
-        config.attrs = pair_cluster;
-        config.numAttrs = kv_pair ? 1 : 0;
-        check_cuda(cudaLaunchKernelEx(&config, kernel, map_q, map_k, map_v, map_o, p, plan.take_turns, split, kv_pair),
-                   "Hopper forward kernel launch");
-        if (kv_pair) g_kv_pairs.fetch_add(1, std::memory_order_relaxed);
+        kernel<<<static_cast<unsigned>(blocks), T::kThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(
+            map_q, map_k, map_v, map_o, p, plan.take_turns, split);
         if (splits) {
             check_cuda(cudaGetLastError(), "Hopper forward kernel launch");
             const dim3 combine_grid(split.tiles, T::kBlockM / kTailCombineWarps);
@@ -504,8 +470,6 @@ size_t sm90_forward_workspace_bytes(const AttnParams& p) {
 int64_t sm90_forward_tail_splits() { return g_tail_splits.load(std::memory_order_relaxed); }
 
 int64_t sm90_forward_launches() { return g_launches.load(std::memory_order_relaxed); }
-
-int64_t sm90_forward_kv_pairs() { return g_kv_pairs.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn::kernels
 

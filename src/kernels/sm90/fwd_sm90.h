@@ -45,8 +45,4 @@ int64_t sm90_forward_tail_splits();
 // Launches so far in this process: lets a test tell that the Hopper path, not the fallback, computed its case.
 int64_t sm90_forward_launches();
 
-// Launches so far in this process whose blocks ran as K/V pairs (clusters of two sharing each K and V tile;
-// FLASHATTN_SM90_KV_PAIR): lets a test tell that the pairs ran.
-int64_t sm90_forward_kv_pairs();
-
 }  // namespace flashattn::kernels

@@ -39,8 +39,7 @@ template <class T, bool kPersistent, int kRingOffset = 0, bool kSplit = false>
 __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSmem<T, kPersistent ? 2 : 1>& s,
                                                const Sm90Place<T>& at, int tid, int kv, int done, bool take_turns,
                                                const CUtensorMap* map_o, int& store_pending,
-                                               const Sm90TailSplit& split = {}, Sm90BlockTile bt = {0, -1},
-                                               int pair_rank = -1) {
+                                               const Sm90TailSplit& split = {}, Sm90BlockTile bt = {0, -1}) {
     constexpr int kQBuffers = kPersistent ? 2 : 1;
     constexpr bool kMarks = !kPersistent;  // the timeline's marks (timeline.cuh), one-tile kernel only
     const int qb = done % kQBuffers;
@@ -86,24 +85,11 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     auto wait_v = [&](int i) {
         ptx::mbarrier_wait(&s.v_full[(kRingOffset + i) % T::kVStages], ((kv + i) / T::kVStages) % 2);
     };
-    // Half of a K/V pair (pair_rank >= 0): a stage also goes back to the other block's producer, whose next copy into
-    // it writes this block's stage too. In the main loop K's release to the other block waits until after the P V
-    // wait: a branch beside the local release put that wait below every exponential (scripts/sass_pv_wait.py).
-    auto release_to_pair = [&](uint64_t* empty) {
-        if (warp_leader && pair_rank >= 0)
-            ptx::mbarrier_arrive_cluster(ptx::cluster_smem_addr(ptx::smem_addr(empty), pair_rank ^ 1));
-    };
-    auto release_k_here = [&](int i) {
-        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[(kRingOffset + i) % T::kKStages]);
-    };
-    auto release_k_to_pair = [&](int i) { release_to_pair(&s.k_empty[(kRingOffset + i) % T::kKStages]); };
     auto release_k = [&](int i) {
-        release_k_here(i);
-        release_k_to_pair(i);
+        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[(kRingOffset + i) % T::kKStages]);
     };
     auto release_v = [&](int i) {
         if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[(kRingOffset + i) % T::kVStages]);
-        release_to_pair(&s.v_empty[(kRingOffset + i) % T::kVStages]);
     };
     // Q goes back to the producer (one tile a block: once the output staged in it is written out, one arrival a warp).
     auto release_q = [&] {
@@ -182,11 +168,10 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         // half of them) before the release and the wait, the other half after, as the packing of P needs. A sum of
         // exponentials is never negative, so the test always passes. Measured 1.024x over the sweep's 36 shapes
         // (head dim 256 +4 to +8%, 128 +2 to +4% from 1k; v17).
-        if (!(row_sum[0][0] < 0.f)) release_k_here(i);
+        if (!(row_sum[0][0] < 0.f)) release_k(i);
         ptx::wgmma_wait<0>();                       // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
         ptx::fence_registers(o_flat);
         release_v(i - 1);
-        release_k_to_pair(i);
         if constexpr (kLazyRescale) {
             // P packed first: ptxas then interleaves the packing with the exponentials (the other order put all 44
             // conversions after the branch, 2-4% slower at head dim 128).
@@ -238,7 +223,7 @@ template <class T, bool kPersistent, bool kSplit = false>
 __global__ void __launch_bounds__(T::kThreads, 1)
     fwd_sm90_specialised_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
-                                const AttnParams p, bool take_turns, const Sm90TailSplit split, bool kv_pair) {
+                                const AttnParams p, bool take_turns, const Sm90TailSplit split) {
 #if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
     __trap();
 #else
@@ -248,13 +233,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     Sm90FwdSmem<T, kQBuffers>& s = sm90_smem<T, kQBuffers>(smem_raw);
     // Q goes back once each warp is done with it (one tile a block) or once each warpgroup's output stores have been
     // read from it (persistent).
-    // kv_pair: the launch's clusters are K/V pairs (load_tile_pair): blocks 2i and 2i + 1, row blocks 2i and 2i + 1
-    // of one (sequence, head) without masks or varlen, so that both see the same key tiles. One tile a block only.
-    // Compiled where the boxes halve (head dims 128 and 256); elsewhere the pair's code is left out.
-    constexpr bool kCanPair = !kPersistent && !kSplit && T::kBoxes % 2 == 0 && T::kBoxesV % 2 == 0;
-    kv_pair = kCanPair && kv_pair;
-    init_barriers<T>(s, kPersistent ? T::kWarpgroups : T::kWarpgroups * 4, kv_pair);
-    const int pair_rank = kv_pair ? static_cast<int>(ptx::cluster_rank()) : -1;
+    init_barriers<T>(s, kPersistent ? T::kWarpgroups : T::kWarpgroups * 4);
     constexpr int kProducerThreads = 128;
     const bool producer = threadIdx.x < kProducerThreads;
     const int tid = producer ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) - kProducerThreads;
@@ -298,8 +277,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             kv_first = bt.part <= 0 && first_key_tile_is_zero<T>(p, w.m_block * T::kBlockM);
             if (kv_first) {
                 const int hk = w.h / (p.nheads / p.nheads_k);
-                load_k_shared<T>(s, 0, &map_k, 0, hk, w.b, pair_rank);
-                load_v_shared<T>(s, 0, &map_v, 0, hk, w.b, pair_rank);
+                load_k_at<T>(s, 0, &map_k, 0, hk, w.b);
+                load_v_at<T>(s, 0, &map_v, 0, hk, w.b);
             }
         }
         auto produce = [&](int t) {
@@ -324,9 +303,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
                 const int g = kv + i, ks = g % T::kKStages, vs = g % T::kVStages;
                 ptx::mbarrier_wait(&s.k_empty[ks], ((g / T::kKStages) % 2) ^ 1);
-                load_k_shared<T>(s, ks, &map_k, row, at.hk, at.map_batch, pair_rank);
+                load_k<T>(s, ks, &map_k, row, at);
                 ptx::mbarrier_wait(&s.v_empty[vs], ((g / T::kVStages) % 2) ^ 1);
-                load_v_shared<T>(s, vs, &map_v, row, at.hk, at.map_batch, pair_rank);
+                load_v<T>(s, vs, &map_v, row, at);
             }
             kv += tiles, ++done;
         };
@@ -363,10 +342,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         const Sm90Place<T> at = place_block();
         if (at.rows > 0)
             consume_work_tile<T, false, 0, kSplit>(p, s, at, tid, 0, 0, take_turns, nullptr, store_pending, split,
-                                                   bt, pair_rank);
-        // A K/V pair: neither block leaves while the other may still arrive on its empty barriers (its consumers
-        // pass this barrier after their last release; the producers count as arrived once they have exited).
-        if (kv_pair) ptx::cluster_sync();
+                                                   bt);
     }
 #endif
 }
