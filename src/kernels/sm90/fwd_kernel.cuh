@@ -89,6 +89,18 @@ struct Sm90FwdTraits {
                   "the producer's and consumers' budgets fit the registers the block was launched with");
 };
 
+// A work tile's place without the thread's own coordinates (Sm90Place's tile fields). The persistent kernel's producer
+// works it out ahead of the consumers and leaves it beside the tile's Q; the consumers read it once Q has arrived
+// rather than working it out again between two work tiles, where its chain of scalar arithmetic (integer divisions,
+// the key range in 64 bits: ~235 instructions) stood between one tile's output and the next tile's first product.
+struct alignas(16) Sm90TileInfo {
+    int b, h, hk, m0, rows, seqlen_q, seqlen_k, q_row0, k_row0, map_batch;
+    int all_see_begin, all_see_end, n_tile_begin, n_tile_end;
+    float alibi_slope;
+    int unused;
+};
+
+
 // kQBuffers: Q tiles. The persistent kernel keeps two, so that the next work tile's Q arrives while the current one
 // computes and its output, staged in the current Q tile, is stored by the copy engine.
 template <class T, int kQBuffers = 1>
@@ -103,6 +115,7 @@ struct Sm90FwdSmem {
     uint64_t k_empty[T::kKStages];  // with a producer: the consumers' warps have finished reading the stage
     uint64_t v_empty[T::kVStages];
     uint64_t q_empty[kQBuffers];  // with a producer: the consumers are done with the Q tile and the output staged in it
+    Sm90TileInfo tile_info[kQBuffers];  // the persistent kernel: each Q tile's work tile, from the producer
 };
 
 template <class T, int kQBuffers = 1>
@@ -144,11 +157,7 @@ struct Sm90Place {
         q_row0 = static_cast<int>(seq.q_row0), k_row0 = static_cast<int>(seq.k_row0);
         map_batch = p.is_varlen ? 0 : b;
         alibi_slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
-        const int lane = tid % 32;
-        group = lane / 4, tig = lane % 4;
-        wg = tid / 128;
-        warp_row0 = (tid / 32) * 16;
-        q_rows_offset = (tid / 128) * T::kRowsPerWarpgroup * T::kRowBytes;
+        set_thread(tid);
         m0 = m_block * T::kBlockM;
         rows = min(T::kBlockM, seqlen_q - m0);  // <= 0: a varlen block past its sequence, nothing to do
         const KeyRange first = visible_keys(m0, seqlen_q, seqlen_k, p.window_left, p.window_right);
@@ -158,6 +167,28 @@ struct Sm90Place {
         n_tile_begin = static_cast<int>(first.begin / T::kBlockN);
         n_tile_end = last.end > first.begin ? static_cast<int>((last.end + T::kBlockN - 1) / T::kBlockN)
                                             : n_tile_begin;
+    }
+
+    // From a place the producer worked out (the persistent kernel).
+    __device__ __forceinline__ Sm90Place(const Sm90TileInfo& t, int tid)
+        : b(t.b), h(t.h), hk(t.hk), m0(t.m0), rows(t.rows), seqlen_q(t.seqlen_q), seqlen_k(t.seqlen_k),
+          q_row0(t.q_row0), k_row0(t.k_row0), map_batch(t.map_batch), all_see_begin(t.all_see_begin),
+          all_see_end(t.all_see_end), n_tile_begin(t.n_tile_begin), n_tile_end(t.n_tile_end),
+          alibi_slope(t.alibi_slope) {
+        set_thread(tid);
+    }
+    __device__ __forceinline__ Sm90TileInfo tile_info() const {
+        return {b,           h,           hk,           m0,         rows,        seqlen_q, seqlen_k, q_row0,
+                k_row0,      map_batch,   all_see_begin, all_see_end, n_tile_begin, n_tile_end, alibi_slope, 0};
+    }
+
+  private:
+    __device__ __forceinline__ void set_thread(int tid) {
+        const int lane = tid % 32;
+        group = lane / 4, tig = lane % 4;
+        wg = tid / 128;
+        warp_row0 = (tid / 32) * 16;
+        q_rows_offset = (tid / 128) * T::kRowsPerWarpgroup * T::kRowBytes;
     }
 };
 

@@ -2,8 +2,8 @@
 // three at head dim 64) consumer warpgroups (64 query rows each) compute.
 //
 //   producer (warpgroup 0, one thread): a work tile's Q; then for every key tile K into its K stage and V into its V
-//     stage, each stage (and Q) first waited for on its "empty" mbarrier. It keeps kProducerRegs registers
-//     (setmaxnreg) so the consumers can hold theirs.
+//     stage, each stage (and Q) first waited for on its "empty" mbarrier (the persistent kernel: K one key tile
+//     ahead of V). It keeps kProducerRegs registers (setmaxnreg) so the consumers can hold theirs.
 //   consumers: the overlapped step: S(j) = Q K(j)^T and O += P(j-1) V(j-1) in flight
 //     together, the exponentials of S(j) computed while the second runs, O rescaled once it is done. Each warp hands
 //     a stage back (one arrival on its empty mbarrier) as soon as the wgmma wait that covers its reads returns, so
@@ -17,7 +17,8 @@
 //     SM, it keeps two Q tiles: the producer loads the next work tile's Q and first K/V stages while the consumers
 //     compute the current one, whose output is staged in its Q tile and stored by the copy engine; that Q tile goes
 //     back to the producer (its "empty" mbarrier) once the copy engine has read the output, which the storing thread
-//     checks during the next work tile's first step rather than waiting for it.
+//     checks during the next work tile's first step rather than waiting for it. The producer also leaves each later
+//     work tile's place beside its Q (Sm90TileInfo), so the consumers do not work it out between two tiles.
 // The steps (Sm90Place, issue_qk, issue_pv, pack_p, prepare_scores, store_rows_and_lse) are fwd_kernel.cuh's.
 #pragma once
 
@@ -294,18 +295,41 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             const int qb = done % kQBuffers;
             if (!(q_first && done == 0)) {
                 ptx::mbarrier_wait(&s.q_empty[qb], ((done / kQBuffers) % 2) ^ 1);
+                // The consumers take a later work tile's place from here once its Q has arrived (Q's arrival on
+                // its full mbarrier releases this store to them); the first they work out themselves.
+                if (kPersistent && done > 0) s.tile_info[qb] = at.tile_info();
                 load_q<T>(s, &map_q, at, qb);
                 if (!kPersistent) timeline_mark(kTlQIssued);
                 if (kPersistent) tile_mark(done, kTtQIssued);
             }
-            for (int i = 0; i < tiles; ++i) {
-                if (i == 0 && done == 0 && kv_first) continue;  // issued with Q
-                const int row = at.k_row0 + (at.n_tile_begin + i) * T::kBlockN;
-                const int g = kv + i, ks = g % T::kKStages, vs = g % T::kVStages;
+            // The persistent kernel: K one tile ahead of V. Step i issues S(i + 1) beside P(i) V(i), and K's stage
+            // frees earlier in a step than V's (after the S wait, V's after the P V wait), so K(i + 1) goes out
+            // before V(i) rather than queueing behind V(i)'s wait.
+            auto row_of = [&](int i) { return at.k_row0 + (at.n_tile_begin + i) * T::kBlockN; };
+            auto issued_with_q = [&](int i) { return i == 0 && done == 0 && kv_first; };
+            auto issue_k = [&](int i) {
+                if (issued_with_q(i)) return;
+                const int g = kv + i, ks = g % T::kKStages;
                 ptx::mbarrier_wait(&s.k_empty[ks], ((g / T::kKStages) % 2) ^ 1);
-                load_k<T>(s, ks, &map_k, row, at);
+                load_k<T>(s, ks, &map_k, row_of(i), at);
+            };
+            auto issue_v = [&](int i) {
+                if (issued_with_q(i)) return;
+                const int g = kv + i, vs = g % T::kVStages;
                 ptx::mbarrier_wait(&s.v_empty[vs], ((g / T::kVStages) % 2) ^ 1);
-                load_v<T>(s, vs, &map_v, row, at);
+                load_v<T>(s, vs, &map_v, row_of(i), at);
+            };
+            if (!kPersistent) {  // the one-tile kernel: K(i) then V(i), as before
+                for (int i = 0; i < tiles; ++i) {
+                    issue_k(i);
+                    issue_v(i);
+                }
+            } else {
+                if (tiles > 0) issue_k(0);
+                for (int i = 0; i < tiles; ++i) {
+                    if (i + 1 < tiles) issue_k(i + 1);
+                    issue_v(i);
+                }
             }
             kv += tiles, ++done;
         };
@@ -326,8 +350,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     int store_pending = -1;  // the Q tile whose output stores have not been seen read (consume_work_tile)
     if constexpr (kPersistent) {
         int kv = 0, done = 0;
+        // Every work tile has rows here (the persistent kernel does not take varlen), so the producer publishes the
+        // place of each after the first with its Q (Sm90TileInfo).
         for_each_block_work_tile(total, [&](int t) {
-            const Sm90Place<T> at = place(t);
+            const int qb = done % 2;
+            if (done > 0) ptx::mbarrier_wait(&s.q_full[qb], (done / 2) % 2);
+            const Sm90Place<T> at = done == 0 ? place(t) : Sm90Place<T>(s.tile_info[qb], tid);
             if (at.rows <= 0) return;
             static_assert(T::kKStages == 2 && T::kVStages == 2, "kv's parity is both rings' offset");
             if (kv % 2 == 0)
