@@ -25,7 +25,8 @@ import torch
 
 from bench_sweep import HIDDEN, TOKENS, Flashattn
 
-TILE_EVENTS = ["q_issued", "q_arrived", "first_s", "last_pv", "stored", "global_ns"]
+TILE_EVENTS = ["q_issued", "q_arrived", "first_s", "last_pv", "stored", "entered", "k0_landed", "last_v_landed",
+               "global_ns"]
 TILE_BLOCKS, TILES = 1024, 64  # kTileTimelineBlocks, kTileTimelineTiles of src/kernels/sm90/timeline.cuh
 EVENTS = ["start", "q_issued", "q_arrived", "first_s", "last_pv", "stored0", "stored1", "producer_done",
           "epilogue_synced", "epilogue_staged", "placed", "lse_written", "sm", "global_start"]
@@ -125,8 +126,19 @@ def print_tiles(fa, args, kernel_ms):
         "first S -> last P V done": ("first_s", "last_pv"),
         "last P V -> stores issued": ("last_pv", "stored"),
     }
-    gap, whole = "stores issued -> next tile's first S done", "a work tile (stores to stores)"
-    vals = {name: [] for name in [*phases, gap, whole]}  # cycles
+    phases.update({
+        "last V landed -> last P V done": ("last_v_landed", "last_pv"),
+        "entered -> first K landed": ("entered", "k0_landed"),
+        "first K landed -> first S done": ("k0_landed", "first_s"),
+    })
+    # Between two tiles (the earlier's event to the later's).
+    gaps = {
+        "stores issued -> next tile's first S done": ("stored", "first_s"),
+        "stores issued -> next tile entered": ("stored", "entered"),
+        "next tile's Q issued -> stores issued": ("q_issued", "stored"),
+    }
+    whole = "a work tile (stores to stores)"
+    vals = {name: [] for name in [*phases, *gaps, whole]}  # cycles
     rates, tiles_run = [], []
     for blk in range(blocks):
         rows = [dict(zip(TILE_EVENTS, buf[(blk * TILES + t) * n:(blk * TILES + t + 1) * n])) for t in range(TILES)]
@@ -146,7 +158,9 @@ def print_tiles(fa, args, kernel_ms):
             for name, (a, b) in phases.items():
                 vals[name].append(r[b] - r[a])
         for a, c in zip(run, run[1:]):
-            vals[gap].append(c["first_s"] - a["stored"])
+            for name, (ea, ec) in gaps.items():
+                # the later tile's Q goes out before the earlier tile's stores: that lead, from the later tile's row
+                vals[name].append(a[ec] - c[ea] if ea == "q_issued" else c[ec] - a[ea])
             vals[whole].append(c["stored"] - a["stored"])
     cycles_per_us = statistics.median(rates)
     us = lambda c: c / cycles_per_us

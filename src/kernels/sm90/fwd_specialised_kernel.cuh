@@ -125,12 +125,14 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     uint32_t a_frag[T::kPvSteps][4];  // P of the previous tile, the operand of the product in flight
     float rescale[T::kMTiles][2];
 
+    if (kPersistent && tid == 0) tile_mark(done, kTtEntered);
     ptx::mbarrier_wait(&s.q_full[qb], (done / kQBuffers) % 2);
     if (kMarks && tid == 0) timeline_mark(kTlQArrived);
     if (kPersistent && tid == 0) tile_mark(done, kTtQArrived);
     if (tiles > 0) {
         // Tile 0: S alone (O is still zero, so no rescale is pending).
         wait_k(0);
+        if (kPersistent && tid == 0) tile_mark(done, kTtK0Landed);
         my_end_turn();
         issue_qk<T>(acc_s, q_smem, k_smem(0));
         your_end_turn();
@@ -185,6 +187,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     }
     if (tiles > 0) {
         wait_v(tiles - 1);
+        if (kPersistent && tid == 0) tile_mark(done, kTtLastVLanded);
         if (v_tail_needs_zeros<T>(p, at)) {  // both consumer warpgroups zero it and meet before either reads it
             constexpr int kConsumerThreads = 128 * T::kWarpgroups;
             zero_v_tail<T>(s.v[(kRingOffset + tiles - 1) % T::kVStages][0], at, tid, kConsumerThreads);

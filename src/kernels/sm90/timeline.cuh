@@ -40,6 +40,9 @@ enum TileEvent : int {
     kTtFirstS,    // ... its first S product is done
     kTtLastPv,    // ... its last P V product is done
     kTtStored,    // ... its output's stores are issued
+    kTtEntered,   // ... it has the tile's place and starts on it (before Q's wait)
+    kTtK0Landed,  // ... the tile's first K tile has landed
+    kTtLastVLanded,  // ... the tile's last V tile has landed
     kTtGlobalNs,  // %globaltimer at kTtStored
     kTtEvents
 };
