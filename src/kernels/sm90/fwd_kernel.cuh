@@ -90,7 +90,7 @@ struct Sm90FwdTraits {
 };
 
 // A work tile's place without the thread's own coordinates (Sm90Place's tile fields). The persistent kernel's producer
-// works it out ahead of the consumers and leaves it beside the tile's Q; the consumers read it once Q has arrived
+// works it out ahead of the consumers and leaves it in the slot of the tile's Q buffer; the consumers read it there
 // rather than working it out again between two work tiles, where its chain of scalar arithmetic (integer divisions,
 // the key range in 64 bits: ~235 instructions) stood between one tile's output and the next tile's first product.
 struct alignas(16) Sm90TileInfo {
@@ -116,6 +116,7 @@ struct Sm90FwdSmem {
     uint64_t v_empty[T::kVStages];
     uint64_t q_empty[kQBuffers];  // with a producer: the consumers are done with the Q tile and the output staged in it
     Sm90TileInfo tile_info[kQBuffers];  // the persistent kernel: each Q tile's work tile, from the producer
+    uint64_t info_full[kQBuffers];      // ... written (one arrival, the producer's)
 };
 
 template <class T, int kQBuffers = 1>
@@ -177,9 +178,16 @@ struct Sm90Place {
           alibi_slope(t.alibi_slope) {
         set_thread(tid);
     }
-    __device__ __forceinline__ Sm90TileInfo tile_info() const {
-        return {b,           h,           hk,           m0,         rows,        seqlen_q, seqlen_k, q_row0,
-                k_row0,      map_batch,   all_see_begin, all_see_end, n_tile_begin, n_tile_end, alibi_slope, 0};
+    // Into dst, a field at a time (the stores are ordered, so each field's register frees once it is stored: the
+    // producer thread has kProducerRegs registers, and a whole Sm90TileInfo held at once spilled).
+    __device__ __forceinline__ void publish(Sm90TileInfo* dst) const {
+        const uint32_t a = ptx::smem_addr(dst);
+        const int fields[] = {b,        h,         hk,           m0,          rows,         seqlen_q,  seqlen_k,
+                              q_row0,   k_row0,    map_batch,    all_see_begin, all_see_end, n_tile_begin, n_tile_end,
+                              __float_as_int(alibi_slope)};
+#pragma unroll
+        for (int i = 0; i < int(sizeof(fields) / sizeof(int)); ++i)
+            ptx::st_shared_32(a + 4 * i, static_cast<uint32_t>(fields[i]));
     }
 
   private:
@@ -564,6 +572,7 @@ __device__ __forceinline__ void init_barriers(Sm90FwdSmem<T, kQBuffers>& s,
         for (int st = 0; st < T::kKStages; ++st) ptx::mbarrier_init(&s.k_empty[st], kConsumerWarps);
         for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_empty[st], kConsumerWarps);
         for (int qb = 0; qb < kQBuffers; ++qb) ptx::mbarrier_init(&s.q_empty[qb], q_empty_arrivals);
+        for (int qb = 0; qb < kQBuffers; ++qb) ptx::mbarrier_init(&s.info_full[qb], 1);
         ptx::fence_mbarrier_init();
     }
     __syncthreads();

@@ -17,8 +17,9 @@
 //     SM, it keeps two Q tiles: the producer loads the next work tile's Q and first K/V stages while the consumers
 //     compute the current one, whose output is staged in its Q tile and stored by the copy engine; that Q tile goes
 //     back to the producer (its "empty" mbarrier) once the copy engine has read the output, which the storing thread
-//     checks during the next work tile's first step rather than waiting for it. The producer also leaves each later
-//     work tile's place beside its Q (Sm90TileInfo), so the consumers do not work it out between two tiles.
+//     checks during the next work tile's first step rather than waiting for it; the producer issues the next work
+//     tile's Q then, once the current tile's first K and V are out. It also leaves each work tile's place in its Q
+//     buffer's slot (Sm90TileInfo), so the consumers do not work it out between two tiles.
 // The steps (Sm90Place, issue_qk, issue_pv, pack_p, prepare_scores, store_rows_and_lse) are fwd_kernel.cuh's.
 #pragma once
 
@@ -266,6 +267,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         if (tid != 0) return;
         if (!kPersistent) timeline_mark(kTlStart);
         int kv = 0, done = 0;
+        // Round r of a barrier waits for the consumers' release of round r - 1; round 0 passes at once (a fresh
+        // mbarrier counts its previous phase, parity 1, as complete).
+        // Work tile d's Q, into buffer d % kQBuffers: in the persistent kernel that is the buffer of work tile d - 2,
+        // free once that tile's output has been read out.
+        auto issue_q = [&](const Sm90Place<T>& at, int d) {
+            const int qb = d % kQBuffers;
+            ptx::mbarrier_wait(&s.q_empty[qb], ((d / kQBuffers) % 2) ^ 1);
+            load_q<T>(s, &map_q, at, qb);
+            if (!kPersistent) timeline_mark(kTlQIssued);
+            if (kPersistent) tile_mark(d, kTtQIssued);
+        };
         // The block's first Q goes out before the rest of its place is worked out (one thread's chain of scalar
         // arithmetic: 0.5 us of the 0.76 us the timeline measured before Q was issued). Without varlen every work
         // tile has rows, and Q's rows and batch are the grid coordinates'.
@@ -285,62 +297,86 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 load_v_at<T>(s, 0, &map_v, 0, hk, w.b);
             }
         }
-        auto produce = [&](int t) {
-            const Sm90Place<T> at = kPersistent ? place(t) : place_block();
-            if (!kPersistent) timeline_mark(kTlPlaced);
-            if (at.rows <= 0) return;  // a varlen tile past its sequence
-            const int tiles = at.n_tile_end - at.n_tile_begin;
-            // Round r of a barrier waits for the consumers' release of round r - 1; round 0 passes at once (a fresh
-            // mbarrier counts its previous phase, parity 1, as complete).
-            // Q first, as nothing else can start without it (issued after two K and V stages it arrived last, and
-            // the consumers' first wait for it was 19% of the stall samples at seqlen 512). In the persistent kernel
-            // its buffer is the one the work tile before last used, free once that tile's output has been read out.
-            const int qb = done % kQBuffers;
-            if (!(q_first && done == 0)) {
-                ptx::mbarrier_wait(&s.q_empty[qb], ((done / kQBuffers) % 2) ^ 1);
-                // The consumers take a later work tile's place from here once its Q has arrived (Q's arrival on
-                // its full mbarrier releases this store to them); the first they work out themselves.
-                if (kPersistent && done > 0) s.tile_info[qb] = at.tile_info();
-                load_q<T>(s, &map_q, at, qb);
-                if (!kPersistent) timeline_mark(kTlQIssued);
-                if (kPersistent) tile_mark(done, kTtQIssued);
-            }
-            // The persistent kernel: K one tile ahead of V. Step i issues S(i + 1) beside P(i) V(i), and K's stage
-            // frees earlier in a step than V's (after the S wait, V's after the P V wait), so K(i + 1) goes out
-            // before V(i) rather than queueing behind V(i)'s wait.
-            auto row_of = [&](int i) { return at.k_row0 + (at.n_tile_begin + i) * T::kBlockN; };
+        struct KvTiles {
+            int row0, tiles, hk, map_batch;  // row0: the first key tile's first row in the tensor maps
+        };
+        auto kv_tiles = [](const Sm90Place<T>& at) {
+            return KvTiles{at.k_row0 + at.n_tile_begin * T::kBlockN, at.n_tile_end - at.n_tile_begin, at.hk,
+                           at.map_batch};
+        };
+        // A work tile's K and V tiles. after_first_v: called once its first V tile is issued (or at once where it
+        // has no key tile); the persistent kernel issues the next work tile's Q there.
+        auto produce_kv = [&](const KvTiles at, auto&& after_first_v) {
             auto issued_with_q = [&](int i) { return i == 0 && done == 0 && kv_first; };
             auto issue_k = [&](int i) {
                 if (issued_with_q(i)) return;
                 const int g = kv + i, ks = g % T::kKStages;
                 ptx::mbarrier_wait(&s.k_empty[ks], ((g / T::kKStages) % 2) ^ 1);
-                load_k<T>(s, ks, &map_k, row_of(i), at);
+                load_k_at<T>(s, ks, &map_k, at.row0 + i * T::kBlockN, at.hk, at.map_batch);
             };
             auto issue_v = [&](int i) {
                 if (issued_with_q(i)) return;
                 const int g = kv + i, vs = g % T::kVStages;
                 ptx::mbarrier_wait(&s.v_empty[vs], ((g / T::kVStages) % 2) ^ 1);
-                load_v<T>(s, vs, &map_v, row_of(i), at);
+                load_v_at<T>(s, vs, &map_v, at.row0 + i * T::kBlockN, at.hk, at.map_batch);
             };
-            if (!kPersistent) {  // the one-tile kernel: K(i) then V(i), as before
-                for (int i = 0; i < tiles; ++i) {
+            if (!kPersistent) {  // the one-tile kernel: K(i) then V(i)
+                for (int i = 0; i < at.tiles; ++i) {
                     issue_k(i);
                     issue_v(i);
                 }
             } else {
-                if (tiles > 0) issue_k(0);
-                for (int i = 0; i < tiles; ++i) {
-                    if (i + 1 < tiles) issue_k(i + 1);
+                // K one tile ahead of V. Step i issues S(i + 1) beside P(i) V(i), and K's stage frees earlier in a
+                // step than V's (after the S wait, V's after the P V wait), so K(i + 1) goes out before V(i) rather
+                // than queueing behind V(i)'s wait.
+                if (at.tiles > 0) issue_k(0);
+                for (int i = 0; i < at.tiles; ++i) {
+                    if (i + 1 < at.tiles) issue_k(i + 1);
                     issue_v(i);
+                    if (i == 0) after_first_v();
                 }
+                if (at.tiles == 0) after_first_v();
             }
-            kv += tiles, ++done;
+            kv += at.tiles, ++done;
         };
         if constexpr (kPersistent) {
-            for (int j = 0; int64_t(j) * gridDim.x < total; ++j)
-                if (const int64_t t = block_work_tile(j); t < total) produce(static_cast<int>(t));
-        } else {
-            produce(bt.tile);  // one tile (or a split tile's part) a block
+            // Every work tile has rows (no varlen here). The next work tile's Q goes out once this one's first K and
+            // V are out, which is when this tile's first step hands back the Q buffer it needs: a tile's length
+            // before the consumers want it, rather than after all of this tile's K and V, right beside the next
+            // tile's first K and V (measured +2.5 to +6.2% at hd128 512-2k non-causal, causal within ±1%;
+            // bench/NOTES_sm90.md v24). Its coordinates are the work tile's alone; the rest of its place is worked
+            // out when the producer comes to its K and V, and left for the consumers in its Q buffer's slot
+            // (Sm90TileInfo, announced on info_full): the producer keeps one place at a time within its
+            // kProducerRegs registers (two spilled 120-200 bytes).
+            for_each_block_work_tile(total, [&](int t) {
+                const Sm90Place<T> at = place(t);
+                const int qb = done % kQBuffers;
+                if (!q_first && done == 0) issue_q(at, 0);  // (q_first holds without varlen, so always here)
+                // After Q's buffer was waited for, so after the consumers have read this slot's previous place. The
+                // first tile's too, which its consumers work out themselves: every tile then completes one phase of
+                // its slot's barrier, and tile d's is phase d / 2.
+                at.publish(&s.tile_info[qb]);
+                ptx::mbarrier_arrive(&s.info_full[qb]);
+                const int64_t next_t = block_work_tile(done + 1);
+                produce_kv(kv_tiles(at), [&] {
+                    if (next_t < total) {
+                        const int d = done + 1, nqb = d % kQBuffers;
+                        const Sm90Tile w = sm90_tile(p, static_cast<int>(next_t), m_blocks);
+                        ptx::mbarrier_wait(&s.q_empty[nqb], ((d / kQBuffers) % 2) ^ 1);
+                        load_q_at<T>(s, &map_q, w.m_block * T::kBlockM, w.h, w.b, nqb);
+                        tile_mark(d, kTtQIssued);
+                    }
+                });
+            });
+        } else {  // one tile (or a split tile's part) a block
+            const Sm90Place<T> at = place_block();
+            timeline_mark(kTlPlaced);
+            if (at.rows > 0) {  // else a varlen tile past its sequence
+                // Q first, as nothing else can start without it (issued after two K and V stages it arrived last,
+                // and the consumers' first wait for it was 19% of the stall samples at seqlen 512).
+                if (!q_first) issue_q(at, 0);
+                produce_kv(kv_tiles(at), [] {});
+            }
         }
         if (!kPersistent) timeline_mark(kTlProducerDone);
         return;
@@ -354,10 +390,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     if constexpr (kPersistent) {
         int kv = 0, done = 0;
         // Every work tile has rows here (the persistent kernel does not take varlen), so the producer publishes the
-        // place of each after the first with its Q (Sm90TileInfo).
+        // place of each after the first (Sm90TileInfo).
         for_each_block_work_tile(total, [&](int t) {
             const int qb = done % 2;
-            if (done > 0) ptx::mbarrier_wait(&s.q_full[qb], (done / 2) % 2);
+            if (done > 0) ptx::mbarrier_wait(&s.info_full[qb], (done / 2) % 2);
             const Sm90Place<T> at = done == 0 ? place(t) : Sm90Place<T>(s.tile_info[qb], tid);
             if (at.rows <= 0) return;
             static_assert(T::kKStages == 2 && T::kVStages == 2, "kv's parity is both rings' offset");
