@@ -100,7 +100,6 @@ struct alignas(16) Sm90TileInfo {
     int unused;
 };
 
-
 // kQBuffers: Q tiles. The persistent kernel keeps two, so that the next work tile's Q arrives while the current one
 // computes and its output, staged in the current Q tile, is stored by the copy engine.
 template <class T, int kQBuffers = 1>

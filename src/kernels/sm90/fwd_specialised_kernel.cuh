@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             // bench/NOTES_sm90.md v24). Its coordinates are the work tile's alone; the rest of its place is worked
             // out when the producer comes to its K and V, and left for the consumers in its Q buffer's slot
             // (Sm90TileInfo, announced on info_full): the producer keeps one place at a time within its
-            // kProducerRegs registers (two spilled 120-200 bytes).
+            // kProducerRegs registers (two spilled 120-210 bytes).
             for_each_block_work_tile(total, [&](int t) {
                 const Sm90Place<T> at = place(t);
                 const int qb = done % kQBuffers;
@@ -389,11 +389,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     int store_pending = -1;  // the Q tile whose output stores have not been seen read (consume_work_tile)
     if constexpr (kPersistent) {
         int kv = 0, done = 0;
-        // Every work tile has rows here (the persistent kernel does not take varlen), so the producer publishes the
-        // place of each after the first (Sm90TileInfo).
+        // Every work tile has rows here (the persistent kernel does not take varlen); the place of each after the
+        // first is the producer's (Sm90TileInfo), read once its slot's barrier says it is written.
         for_each_block_work_tile(total, [&](int t) {
-            const int qb = done % 2;
-            if (done > 0) ptx::mbarrier_wait(&s.info_full[qb], (done / 2) % 2);
+            const int qb = done % kQBuffers;
+            if (done > 0) ptx::mbarrier_wait(&s.info_full[qb], (done / kQBuffers) % 2);
             const Sm90Place<T> at = done == 0 ? place(t) : Sm90Place<T>(s.tile_info[qb], tid);
             if (at.rows <= 0) return;
             static_assert(T::kKStages == 2 && T::kVStages == 2, "kv's parity is both rings' offset");
