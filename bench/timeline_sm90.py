@@ -131,11 +131,12 @@ def print_tiles(fa, args, kernel_ms):
         "entered -> first K landed": ("entered", "k0_landed"),
         "first K landed -> first S done": ("k0_landed", "first_s"),
     })
-    # Between two tiles (the earlier's event to the later's).
+    # Between two consecutive tiles a (the earlier) and c: each gap's cycles from the two tiles' rows.
     gaps = {
-        "stores issued -> next tile's first S done": ("stored", "first_s"),
-        "stores issued -> next tile entered": ("stored", "entered"),
-        "next tile's Q issued -> stores issued": ("q_issued", "stored"),
+        "stores issued -> next tile's first S done": lambda a, c: c["first_s"] - a["stored"],
+        "stores issued -> next tile entered": lambda a, c: c["entered"] - a["stored"],
+        # the next tile's Q goes out before this tile's stores: how long before
+        "next tile's Q issued -> stores issued": lambda a, c: a["stored"] - c["q_issued"],
     }
     whole = "a work tile (stores to stores)"
     vals = {name: [] for name in [*phases, *gaps, whole]}  # cycles
@@ -158,9 +159,8 @@ def print_tiles(fa, args, kernel_ms):
             for name, (a, b) in phases.items():
                 vals[name].append(r[b] - r[a])
         for a, c in zip(run, run[1:]):
-            for name, (ea, ec) in gaps.items():
-                # the later tile's Q goes out before the earlier tile's stores: that lead, from the later tile's row
-                vals[name].append(a[ec] - c[ea] if ea == "q_issued" else c[ec] - a[ea])
+            for name, gap in gaps.items():
+                vals[name].append(gap(a, c))
             vals[whole].append(c["stored"] - a["stored"])
     cycles_per_us = statistics.median(rates)
     us = lambda c: c / cycles_per_us
