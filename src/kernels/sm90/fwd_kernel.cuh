@@ -488,15 +488,19 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
     auto chunk_addr = [&](int r, int bx, int c) {
         return region + bx * T::kBlockM * T::kRowBytes + r * T::kRowBytes + ((c ^ (r % kChunksPerBoxRow)) * 16);
     };
+    // The row sum is at least 1 where a row saw a key (its maximum's own term), so the special-function unit's
+    // reciprocal and logarithm serve: the rows are rounded to 16 bits, and the LSE's error stays ~1e-7 of its value.
+    // The IEEE division and logf were ~100 instructions of the ~410 a thread runs between its last product and the
+    // output's store, on the critical path between two work tiles (bench/NOTES_sm90.md v25).
     float inv[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const float sum = ptx::quad_sum(row_sum[0][half]);
         const bool empty = !(sum > 0.f);  // saw no key: output 0, LSE +inf
-        inv[half] = empty ? 0.f : 1.f / sum;
+        inv[half] = empty ? 0.f : __fdividef(1.f, sum);
         const int row = at.warp_row0 + at.group + 8 * half;
         if (lse && at.tig == 0 && row < at.rows)
-            lse[row] = empty ? INFINITY : row_max[0][half] * max_to_natural + logf(sum);
+            lse[row] = empty ? INFINITY : row_max[0][half] * max_to_natural + __logf(sum);
     }
     const bool first_thread = at.warp_row0 == 0 && at.group == 0 && at.tig == 0;  // the timeline's marks
     if (kStaged && first_thread) timeline_mark(kTlLseWritten);
@@ -504,6 +508,23 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
         if (wide) {
             warpgroup_sync(at.wg);  // every warp's products are done with Q
             if (first_thread) timeline_mark(kTlEpilogueSynced);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            // Four 8x8 matrices a store (stmatrix: the warp's 16 rows by two n8 tiles), a quarter of the 4-byte
+            // stores' instructions; each matrix row is one 16-byte chunk of the swizzled box, so lane l addresses
+            // row l % 8 of matrix l / 8 = (rows + 8 * (l / 8 % 2), n8 tile dt + l / 16).
+            static_assert(T::kDTiles % 2 == 0, "n8 tiles in pairs");
+            const int lane = at.group * 4 + at.tig, mat = lane / 8;
+            const int r = at.warp_row0 % T::kRowsPerWarpgroup + 8 * (mat % 2) + lane % 8;
+            auto rows_of = [&](int dt, int half) {
+                return ptx::pack2(acc_o[0][dt][2 * half] * inv[half], acc_o[0][dt][2 * half + 1] * inv[half], Elem());
+            };
+#pragma unroll
+            for (int dt = 0; dt < T::kDTiles; dt += 2) {
+                const int d = dt + mat / 2;
+                ptx::stmatrix_x4(chunk_addr(r, d / kChunksPerBoxRow, d % kChunksPerBoxRow), rows_of(dt, 0),
+                                 rows_of(dt, 1), rows_of(dt + 1, 0), rows_of(dt + 1, 1));
+            }
+#else
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int r = at.warp_row0 % T::kRowsPerWarpgroup + at.group + 8 * half;
@@ -513,6 +534,7 @@ __device__ __forceinline__ void store_rows_and_lse(const float (&acc_o)[T::kMTil
                                       ptx::pack2(acc_o[0][dt][2 * half] * inv[half],
                                                  acc_o[0][dt][2 * half + 1] * inv[half], Elem()));
             }
+#endif
             if (map_o) ptx::fence_proxy_async_shared();  // the copy engine reads what these stores wrote
             warpgroup_sync(at.wg);  // the warpgroup's rows are staged
             if (first_thread) timeline_mark(kTlEpilogueStaged);
