@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(kMergeWarps * 32) merge_kernel(const AttnParam
     const float top = fmaxf(lse0, lse1);
     const bool empty = top == -INFINITY;
     const float w0 = empty ? 0.f : expf(lse0 - top), w1 = empty ? 0.f : expf(lse1 - top);
-    const float inv_total = empty ? 0.f : 1.f / (w0 + w1);
+    const float inv_total = empty ? 0.f : __fdividef(1.f, w0 + w1);
     const Elem* a = static_cast<const Elem*>(p.part_out[0]) + b * p.part_out_batch_stride[0] +
                     i * p.part_out_row_stride[0] + h * p.part_out_head_stride[0];
     const Elem* c = static_cast<const Elem*>(p.part_out[1]) + b * p.part_out_batch_stride[1] +
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kMergeWarps * 32) merge_kernel(const AttnParam
     Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride + i * p.out_row_stride + h * p.out_head_stride;
     for (int col = lane; col < p.head_dim_v; col += 32)
         store_value(out + col, empty ? 0.f : (w0 * load_elem(a + col) + w1 * load_elem(c + col)) * inv_total);
-    if (p.softmax_lse && lane == 0) p.softmax_lse[lse_at] = empty ? INFINITY : top + logf(w0 + w1);
+    if (p.softmax_lse && lane == 0) p.softmax_lse[lse_at] = empty ? INFINITY : top + __logf(w0 + w1);
 }
 
 }  // namespace

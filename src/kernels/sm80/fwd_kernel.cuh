@@ -355,14 +355,14 @@ __global__ void __launch_bounds__(T::kThreads) fwd_kernel(const AttnParams p) {
         for (int half = 0; half < 2; ++half) {
             const float sum = ptx::quad_sum(row_sum[mt][half]);
             const bool empty = !(sum > 0.f);  // saw no key: output 0, LSE +inf
-            const float inv = empty ? 0.f : p.dropout_scale / sum;
+            const float inv = empty ? 0.f : __fdividef(p.dropout_scale, sum);
             const int row = warp_row0 + mt * 16 + group + 8 * half;
 #pragma unroll
             for (int dt = 0; dt < T::kDTiles; ++dt)
                 ptx::st_shared_32(ptx::smem_addr(sQ + Row::offset(row, dt * 8, group) + 2 * tig),
                                   ptx::pack2(acc_o[mt][dt][2 * half] * inv, acc_o[mt][dt][2 * half + 1] * inv, Elem()));
             if (lse && tig == 0 && row < rows)
-                lse[row] = empty ? INFINITY : row_max[mt][half] * max_to_natural + logf(sum);
+                lse[row] = empty ? INFINITY : row_max[mt][half] * max_to_natural + __logf(sum);
         }
     __syncthreads();
     store_tile<T::kBlockM, T::kHeadDim, T::kThreads, Row>(out, sQ, p.out_row_stride, rows, p.head_dim_v, tid);

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) kvcache_combine_kernel(con
             }
         }
         if (active) {
-            const float inv = empty ? 0.f : 1.f / weight_sum;
+            const float inv = empty ? 0.f : __fdividef(1.f, weight_sum);
             store_elem(out + c, acc.x * inv);
             store_elem(out + c + 1, acc.y * inv);
             store_elem(out + c + 2, acc.z * inv);
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) kvcache_combine_kernel(con
     }
     if (p.softmax_lse && lane == 0)
         p.softmax_lse[b * p.lse_batch_stride + h * p.lse_head_stride + token] =
-            empty ? INFINITY : max_lse + logf(weight_sum);
+            empty ? INFINITY : max_lse + __logf(weight_sum);
 }
 
 }  // namespace flashattn::kernels

@@ -94,7 +94,7 @@ __device__ __forceinline__ void merge_key_slices(const float (&acc_o)[1][T::kDTi
         total += weight[w] * stats[(w * kRowsMerged + r) * 2 + 1];
     }
     const bool empty = !(total > 0.f);
-    const float inv = empty ? 0.f : 1.f / total;
+    const float inv = empty ? 0.f : __fdividef(1.f, total);
     float out[kSegCols];
 #pragma unroll
     for (int c = 0; c < kSegCols; c += 4) {
@@ -106,7 +106,7 @@ __device__ __forceinline__ void merge_key_slices(const float (&acc_o)[1][T::kDTi
         }
         out[c] = acc.x * inv, out[c + 1] = acc.y * inv, out[c + 2] = acc.z * inv, out[c + 3] = acc.w * inv;
     }
-    const float lse_natural = empty ? 0.f : top * exp2_mult * kLn2 + logf(total);
+    const float lse_natural = empty ? 0.f : top * exp2_mult * kLn2 + __logf(total);
     emit(r, c0, out, empty, lse_natural);
 }
 
@@ -253,10 +253,10 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
             for (int half = 0; half < 2; ++half) {
                 const float sum = ptx::quad_sum(row_sum[mt][half]);
                 const bool empty = !(sum > 0.f);
-                const float inv = empty ? 0.f : 1.f / sum;
+                const float inv = empty ? 0.f : __fdividef(1.f, sum);
                 const int local = warp_row0 + mt * 16 + group + 8 * half;
                 const int packed = m0 + local;
-                const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[mt][half] * max_to_natural + logf(sum);
+                const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[mt][half] * max_to_natural + __logf(sum);
                 if (partial) {
                     // A split that saw no key leaves O = 0 and LSE = -inf: the combine gives it weight 0.
                     if (local < rows) {

@@ -60,8 +60,8 @@ __device__ __forceinline__ void store_partial_rows(const float (&acc_o)[T::kMTil
         const int row = at.warp_row0 + at.group + 8 * half;
         if (row >= at.rows) continue;
         const bool empty = !(sum > 0.f);
-        const float inv = empty ? 0.f : 1.f / sum;
-        if (at.tig == 0) lse[row] = empty ? -INFINITY : row_max[0][half] * max_to_natural + logf(sum);
+        const float inv = empty ? 0.f : __fdividef(1.f, sum);
+        if (at.tig == 0) lse[row] = empty ? -INFINITY : row_max[0][half] * max_to_natural + __logf(sum);
 #pragma unroll
         for (int dt = 0; dt < T::kDTiles; ++dt) {
             const int col = dt * 8 + 2 * at.tig;
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kTailCombineWarps * 32)
     for (int j = 0; j < split.parts; ++j) top = fmaxf(top, lse_of(j));
     float total = 0.f;
     for (int j = 0; j < split.parts; ++j) total += top == -INFINITY ? 0.f : expf(lse_of(j) - top);
-    const float norm = total > 0.f ? 1.f / total : 0.f;
+    const float norm = total > 0.f ? __fdividef(1.f, total) : 0.f;
     Elem* out = static_cast<Elem*>(p.out) + w.b * p.out_batch_stride + int64_t(m0 + row) * p.out_row_stride +
                 w.h * p.out_head_stride;
     for (int col = lane * 4; col < p.head_dim_v; col += 128) {
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(kTailCombineWarps * 32)
     }
     if (p.softmax_lse && lane == 0)
         p.softmax_lse[w.b * p.lse_batch_stride + w.h * p.lse_head_stride + m0 + row] =
-            total > 0.f ? top + logf(total) : INFINITY;
+            total > 0.f ? top + __logf(total) : INFINITY;
 }
 
 }  // namespace flashattn::kernels

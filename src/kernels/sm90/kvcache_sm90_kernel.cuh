@@ -141,14 +141,14 @@ __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const Kvc
             weight_sum += w;
             acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
         }
-        const float inv = empty ? 0.f : 1.f / weight_sum;
+        const float inv = empty ? 0.f : __fdividef(1.f, weight_sum);
         const int packed = blk.m0 + local;
         Elem* o_row = out + blk.token_of(packed) * p.out_row_stride + blk.head_of(packed) * p.out_head_stride + col;
         reinterpret_cast<uint32_t*>(o_row)[0] = ptx::pack2(acc.x * inv, acc.y * inv, Elem());
         reinterpret_cast<uint32_t*>(o_row)[1] = ptx::pack2(acc.z * inv, acc.w * inv, Elem());
         if (p.softmax_lse && col == 0)
             p.softmax_lse[blk.b * p.lse_batch_stride + blk.head_of(packed) * p.lse_head_stride + blk.token_of(packed)] =
-                empty ? INFINITY : max_lse + logf(weight_sum);
+                empty ? INFINITY : max_lse + __logf(weight_sum);
     }
 }
 
@@ -330,8 +330,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         if (local >= rows) continue;
         const int packed = m0 + local;
         const bool empty = !(sum > 0.f);  // saw no key
-        const float inv = empty ? 0.f : 1.f / sum;
-        const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[0][half] * max_to_natural + logf(sum);
+        const float inv = empty ? 0.f : __fdividef(1.f, sum);
+        const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[0][half] * max_to_natural + __logf(sum);
         if (partial) {
             // The normalised fp32 partial row and its LSE: in this block's shared memory for the cluster's merge, or
             // in the workspace for the combine (a split that saw no key leaves O = 0 and LSE = -inf: weight 0).
