@@ -7,6 +7,8 @@
 #   ncu_fwd_top.txt       scripts/ncu_top_stalls.py's summary of that CSV: stall reasons, hottest instructions
 #   NCU_SHAPE   bench/bench_sweep.py arguments naming the shape (default "--hdims 128 --seqlens 8192"): the first
 #               forward launched after NCU_SKIP (default 2) warm-up launches is profiled (non-causal comes first)
+#   NCU_AB_ARGS  instead, bench/bench_ab.py with these arguments (one shape, e.g. "--hdims 128 --seqlens 512 --causal
+#               yes"), the library as its only variant and no anchor: a causal shape without the non-causal before it
 # Clocks are left to the GPU (--clock-control none), as the timings elsewhere.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,8 +30,11 @@ timeout 400 ncu --clock-control none --kernel-name regex:fwd_sm90 --launch-skip 
   --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
   --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
   --section InstructionStats --section SourceCounters -o "$rep" \
-  python3 "$root/bench/bench_sweep.py" --lib "$lib" --forward-only ${NCU_SHAPE:---hdims 128 --seqlens 8192} \
-  > "$out/ncu_fwd_run.log" 2>&1
+  $(if [ -n "${NCU_AB_ARGS:-}" ]; then
+      echo python3 "$root/bench/bench_ab.py" --variant "tree=$lib" --anchor none --rounds 2 $NCU_AB_ARGS
+    else
+      echo python3 "$root/bench/bench_sweep.py" --lib "$lib" --forward-only ${NCU_SHAPE:---hdims 128 --seqlens 8192}
+    fi) > "$out/ncu_fwd_run.log" 2>&1
 echo "ncu: rc $? in $(( $(date +%s) - t0 )) s"
 ncu --import "$rep.ncu-rep" --page details > "$out/ncu_fwd_details.txt" 2>&1
 ncu --import "$rep.ncu-rep" --page source --csv --print-source sass > /tmp/ncu_fwd_source.csv 2>&1

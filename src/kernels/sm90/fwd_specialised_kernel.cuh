@@ -33,11 +33,13 @@ namespace flashattn::kernels {
 // one; the output stored by the copy engine through map_o). store_pending: in and out, the Q tile whose output stores
 // this warpgroup's first thread has issued but not yet seen read (-1: none); it hands that tile back during this work
 // tile's first step (or the caller does after the last work tile).
-// kRingOffset: kv modulo the stage count, known at compile time (the persistent kernel picks the instance by kv's
-// parity): every stage index is then a constant of the unrolled loop and the products' shared-memory descriptors stay
-// in uniform registers; with a run-time offset they were rebuilt per product in ordinary registers (Nsight Compute:
-// 18% more instructions, mostly R2UR/LOP3/IMAD, and 160 bytes of spills at 176-key tiles).
-template <class T, bool kPersistent, int kRingOffset = 0, bool kSplit = false>
+// The persistent kernel's rings run on over its work tiles, so a tile's first stage is kv modulo the stage count, a
+// run-time value (kept in a uniform register); the one-tile kernel's is 0. The persistent kernel had one instance of
+// this function per offset (a constant offset keeps each stage's descriptors in uniform registers), picked by kv's
+// parity: the two copies of the code made it ~13k instructions, and a block whose work tiles alternated between them
+// fetched each cold (Nsight Compute at hd128 512 causal: 17% of the warps' samples stalled on instruction fetch).
+// One instance measured +9.7% at hd128 512 causal and +6.0% at 1k causal, the rest unchanged (bench/NOTES_sm90.md v26).
+template <class T, bool kPersistent, bool kSplit = false>
 __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSmem<T, kPersistent ? 2 : 1>& s,
                                                const Sm90Place<T>& at, int tid, int kv, int done, bool take_turns,
                                                const CUtensorMap* map_o, int& store_pending,
@@ -81,17 +83,19 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     };
     if (take_turns && wg == kLastWg && issues > 0) ptx::named_barrier_arrive<kTurnBarrier>(kTurnThreads);
 
+    static_assert(T::kKStages == T::kVStages, "one offset for both rings");
+    const int ring = kPersistent ? ptx::warp_uniform(kv) % T::kKStages : 0;  // the rings' first stage
     auto wait_k = [&](int i) {
-        ptx::mbarrier_wait(&s.k_full[(kRingOffset + i) % T::kKStages], ((kv + i) / T::kKStages) % 2);
+        ptx::mbarrier_wait(&s.k_full[(ring + i) % T::kKStages], ((kv + i) / T::kKStages) % 2);
     };
     auto wait_v = [&](int i) {
-        ptx::mbarrier_wait(&s.v_full[(kRingOffset + i) % T::kVStages], ((kv + i) / T::kVStages) % 2);
+        ptx::mbarrier_wait(&s.v_full[(ring + i) % T::kVStages], ((kv + i) / T::kVStages) % 2);
     };
     auto release_k = [&](int i) {
-        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[(kRingOffset + i) % T::kKStages]);
+        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[(ring + i) % T::kKStages]);
     };
     auto release_v = [&](int i) {
-        if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[(kRingOffset + i) % T::kVStages]);
+        if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[(ring + i) % T::kVStages]);
     };
     // Q goes back to the producer (one tile a block: once the output staged in it is written out, one arrival a warp).
     auto release_q = [&] {
@@ -112,8 +116,8 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     // K and V descriptor there (ncu, hd128 8k: 764M instructions against 711M for one block a tile, LOP3/SHF/R2UR in
     // place of their uniform forms). The one-tile kernel keeps them uniform without it.
     auto stage_of = [](int i) { return kPersistent ? ptx::warp_uniform(i) : i; };
-    auto k_smem = [&](int i) { return ptx::smem_addr(s.k[(kRingOffset + stage_of(i)) % T::kKStages][0]); };
-    auto v_smem = [&](int i) { return ptx::smem_addr(s.v[(kRingOffset + stage_of(i)) % T::kVStages][0]); };
+    auto k_smem = [&](int i) { return ptx::smem_addr(s.k[(ring + stage_of(i)) % T::kKStages][0]); };
+    auto v_smem = [&](int i) { return ptx::smem_addr(s.v[(ring + stage_of(i)) % T::kVStages][0]); };
 
     float acc_o[T::kMTiles][T::kDTiles][4];
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
@@ -191,7 +195,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         if (kPersistent && tid == 0) tile_mark(done, kTtLastVLanded);
         if (v_tail_needs_zeros<T>(p, at)) {  // both consumer warpgroups zero it and meet before either reads it
             constexpr int kConsumerThreads = 128 * T::kWarpgroups;
-            zero_v_tail<T>(s.v[(kRingOffset + tiles - 1) % T::kVStages][0], at, tid, kConsumerThreads);
+            zero_v_tail<T>(s.v[(ring + tiles - 1) % T::kVStages][0], at, tid, kConsumerThreads);
             ptx::named_barrier_sync<kZeroBarrier>(kConsumerThreads);
         }
         my_end_turn();
@@ -396,11 +400,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             if (done > 0) ptx::mbarrier_wait(&s.info_full[qb], (done / kQBuffers) % 2);
             const Sm90Place<T> at = done == 0 ? place(t) : Sm90Place<T>(s.tile_info[qb], tid);
             if (at.rows <= 0) return;
-            static_assert(T::kKStages == 2 && T::kVStages == 2, "kv's parity is both rings' offset");
-            if (kv % 2 == 0)
-                consume_work_tile<T, true, 0>(p, s, at, tid, kv, done, take_turns, &map_o, store_pending);
-            else
-                consume_work_tile<T, true, 1>(p, s, at, tid, kv, done, take_turns, &map_o, store_pending);
+            consume_work_tile<T, true>(p, s, at, tid, kv, done, take_turns, &map_o, store_pending);
             kv += at.n_tile_end - at.n_tile_begin, ++done;
         });
         // The last output's shared-memory source must stay until the copy engine has read it.
@@ -408,8 +408,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     } else {  // one work tile a block: straight-line code
         const Sm90Place<T> at = place_block();
         if (at.rows > 0)
-            consume_work_tile<T, false, 0, kSplit>(p, s, at, tid, 0, 0, take_turns, nullptr, store_pending, split,
-                                                   bt);
+            consume_work_tile<T, false, kSplit>(p, s, at, tid, 0, 0, take_turns, nullptr, store_pending, split,
+                                                bt);
     }
 #endif
 }
