@@ -89,15 +89,33 @@ struct Sm90FwdTraits {
                   "the producer's and consumers' budgets fit the registers the block was launched with");
 };
 
-// A work tile's place without the thread's own coordinates (Sm90Place's tile fields). The persistent kernel's producer
+// A work tile's place without the thread's own coordinates (Sm90Place's tile half). The persistent kernel's producer
 // works it out ahead of the consumers and leaves it in the slot of the tile's Q buffer; the consumers read it there
 // rather than working it out again between two work tiles, where its chain of scalar arithmetic (integer divisions,
 // the key range in 64 bits: ~235 instructions) stood between one tile's output and the next tile's first product.
 struct alignas(16) Sm90TileInfo {
-    int b, h, hk, m0, rows, seqlen_q, seqlen_k, q_row0, k_row0, map_batch;
-    int all_see_begin, all_see_end, n_tile_begin, n_tile_end;
-    float alibi_slope;
+    int b, h, hk, m0, rows;
+    int seqlen_q, seqlen_k;  // this sequence's (varlen: from cu_seqlens and seqused_k)
+    int q_row0, k_row0;      // its first rows in q/out and k/v (varlen; 0 otherwise)
+    int map_batch;           // the batch coordinate of the tensor maps (varlen: 0, the maps span the packed rows)
+    // Keys every row of the block sees: [last row's begin, first row's end). A tile inside needs no mask.
+    int all_see_begin, all_see_end;
+    int n_tile_begin, n_tile_end;
+    float alibi_slope;  // 0 without ALiBi
     int unused;
+
+    // Into dst, a field at a time (the stores are ordered, so each field's register frees once it is stored: the
+    // producer thread has kProducerRegs registers, and a whole Sm90TileInfo held at once spilled).
+    __device__ __forceinline__ void publish(Sm90TileInfo* dst) const {
+        const uint32_t a = ptx::smem_addr(dst);
+        const int fields[] = {b,        h,         hk,           m0,          rows,         seqlen_q,  seqlen_k,
+                              q_row0,   k_row0,    map_batch,    all_see_begin, all_see_end, n_tile_begin, n_tile_end,
+                              __float_as_int(alibi_slope)};
+        static_assert(sizeof(fields) == sizeof(Sm90TileInfo) - sizeof(unused), "every field but the padding");
+#pragma unroll
+        for (int i = 0; i < int(sizeof(fields) / sizeof(int)); ++i)
+            ptx::st_shared_32(a + 4 * i, static_cast<uint32_t>(fields[i]));
+    }
 };
 
 // kQBuffers: Q tiles. The persistent kernel keeps two, so that the next work tile's Q arrives while the current one
@@ -127,19 +145,11 @@ constexpr int sm90_fwd_smem_bytes() {
 
 // This thread's place: its block's query rows and the key tiles they can see; its warp's rows and fragment slot.
 template <class T>
-struct Sm90Place {
-    int b, h, hk, m0, rows;
-    int seqlen_q, seqlen_k;  // this sequence's (varlen: from cu_seqlens and seqused_k)
-    int q_row0, k_row0;      // its first rows in q/out and k/v (varlen; 0 otherwise)
-    int map_batch;           // the batch coordinate of the tensor maps (varlen: 0, the maps span the packed rows)
+struct Sm90Place : Sm90TileInfo {
     int wg;         // this thread's (consumer) warpgroup
     int warp_row0;  // first row of this thread's warp in the block (64 per warpgroup, 16 per warp)
     int group, tig;  // mma fragment coordinates
     uint32_t q_rows_offset;  // bytes from a Q box to this warpgroup's rows
-    // Keys every row of the block sees: [last row's begin, first row's end). A tile inside needs no mask.
-    int all_see_begin, all_see_end;
-    int n_tile_begin, n_tile_end;
-    float alibi_slope;  // 0 without ALiBi
 
     // tid: the thread's index among the block's computing (consumer) threads. The work tile from the block's
     // coordinates (a grid of (row blocks, batch, heads)); causal blocks further down see more keys, so the heaviest
@@ -170,24 +180,7 @@ struct Sm90Place {
     }
 
     // From a place the producer worked out (the persistent kernel).
-    __device__ __forceinline__ Sm90Place(const Sm90TileInfo& t, int tid)
-        : b(t.b), h(t.h), hk(t.hk), m0(t.m0), rows(t.rows), seqlen_q(t.seqlen_q), seqlen_k(t.seqlen_k),
-          q_row0(t.q_row0), k_row0(t.k_row0), map_batch(t.map_batch), all_see_begin(t.all_see_begin),
-          all_see_end(t.all_see_end), n_tile_begin(t.n_tile_begin), n_tile_end(t.n_tile_end),
-          alibi_slope(t.alibi_slope) {
-        set_thread(tid);
-    }
-    // Into dst, a field at a time (the stores are ordered, so each field's register frees once it is stored: the
-    // producer thread has kProducerRegs registers, and a whole Sm90TileInfo held at once spilled).
-    __device__ __forceinline__ void publish(Sm90TileInfo* dst) const {
-        const uint32_t a = ptx::smem_addr(dst);
-        const int fields[] = {b,        h,         hk,           m0,          rows,         seqlen_q,  seqlen_k,
-                              q_row0,   k_row0,    map_batch,    all_see_begin, all_see_end, n_tile_begin, n_tile_end,
-                              __float_as_int(alibi_slope)};
-#pragma unroll
-        for (int i = 0; i < int(sizeof(fields) / sizeof(int)); ++i)
-            ptx::st_shared_32(a + 4 * i, static_cast<uint32_t>(fields[i]));
-    }
+    __device__ __forceinline__ Sm90Place(const Sm90TileInfo& t, int tid) : Sm90TileInfo(t) { set_thread(tid); }
 
   private:
     __device__ __forceinline__ void set_thread(int tid) {
