@@ -273,15 +273,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         int kv = 0, done = 0;
         // Round r of a barrier waits for the consumers' release of round r - 1; round 0 passes at once (a fresh
         // mbarrier counts its previous phase, parity 1, as complete).
-        // Work tile d's Q, into buffer d % kQBuffers: in the persistent kernel that is the buffer of work tile d - 2,
-        // free once that tile's output has been read out.
-        auto issue_q = [&](const Sm90Place<T>& at, int d) {
+        // Work tile d's Q (its first row in the tensor map, head and map batch), into buffer d % kQBuffers: in the
+        // persistent kernel that is the buffer of work tile d - 2, free once that tile's output has been read out.
+        auto issue_q_at = [&](int row, int head, int batch, int d) {
             const int qb = d % kQBuffers;
             ptx::mbarrier_wait(&s.q_empty[qb], ((d / kQBuffers) % 2) ^ 1);
-            load_q<T>(s, &map_q, at, qb);
+            load_q_at<T>(s, &map_q, row, head, batch, qb);
             if (!kPersistent) timeline_mark(kTlQIssued);
             if (kPersistent) tile_mark(d, kTtQIssued);
         };
+        auto issue_q = [&](const Sm90Place<T>& at, int d) { issue_q_at(at.q_row0 + at.m0, at.h, at.map_batch, d); };
         // The block's first Q goes out before the rest of its place is worked out (one thread's chain of scalar
         // arithmetic: 0.5 us of the 0.76 us the timeline measured before Q was issued). Without varlen every work
         // tile has rows, and Q's rows and batch are the grid coordinates'.
@@ -364,11 +365,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 const int64_t next_t = block_work_tile(done + 1);
                 produce_kv(kv_tiles(at), [&] {
                     if (next_t < total) {
-                        const int d = done + 1, nqb = d % kQBuffers;
                         const Sm90Tile w = sm90_tile(p, static_cast<int>(next_t), m_blocks);
-                        ptx::mbarrier_wait(&s.q_empty[nqb], ((d / kQBuffers) % 2) ^ 1);
-                        load_q_at<T>(s, &map_q, w.m_block * T::kBlockM, w.h, w.b, nqb);
-                        tile_mark(d, kTtQIssued);
+                        issue_q_at(w.m_block * T::kBlockM, w.h, w.b, done + 1);
                     }
                 });
             });
