@@ -232,6 +232,12 @@ __device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t smem_byte_addr, uin
     desc |= kDescSwizzle128B << 62;
     return desc;
 }
+// The descriptor of the tile offset_bytes (a multiple of 16) further on than desc's: its start address field plus
+// offset_bytes >> 4. Shared-memory addresses stay below 2^18, so that 14-bit field never carries into the next, and
+// a kernel can build a tile's descriptor once and reach each k16 step's with one add.
+__device__ __forceinline__ uint64_t smem_desc_advance(uint64_t desc, uint32_t offset_bytes) {
+    return desc + (offset_bytes >> 4);
+}
 // The same for an N-major B operand wider than one 128-byte row (64 16-bit columns): its 64-column boxes lie
 // box_bytes apart, the leading byte offset of the N-major 128-byte-swizzle layout (at most 256 KB - 16).
 __device__ __forceinline__ uint64_t smem_desc_sw128_n_major(uint32_t smem_byte_addr, uint32_t box_bytes) {

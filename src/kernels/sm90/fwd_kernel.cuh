@@ -357,25 +357,37 @@ __device__ __forceinline__ void zero_v_tail(typename T::Elem* v_stage, const Sm9
     ptx::fence_proxy_async_shared();
 }
 
-// Issue S = Q K^T for this warpgroup (one wgmma group, not waited for).
+// Issue S = Q K^T for this warpgroup (one wgmma group, not waited for). q_desc: the descriptor of this warpgroup's
+// rows of the Q tile (smem_desc_sw128), each k16 step's reached by smem_desc_advance.
 template <class T>
-__device__ __forceinline__ void issue_qk(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint32_t q_smem,
-                                         uint32_t k_smem) {
+__device__ __forceinline__ void issue_qk_desc(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint64_t q_desc,
+                                              uint64_t k_desc) {
     auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
     ptx::fence_registers(s_flat);
     ptx::wgmma_fence();
-    // Opaque here: otherwise the compiler keeps every step's descriptor live across the main loop.
-    ptx::opaque(q_smem);
 #pragma unroll
     for (int ks = 0; ks < T::kQkSteps; ++ks) {
         const int box = ks / T::kKStepsPerBox;
         const uint32_t step = (ks % T::kKStepsPerBox) * 16 * 2;  // 16 columns further along the swizzled rows
         const uint32_t box_bytes = box * T::kBlockN * T::kRowBytes;
-        const uint64_t desc_q = ptx::smem_desc_sw128(q_smem + box * T::kBlockM * T::kRowBytes + step);
-        const uint64_t desc_k = ptx::smem_desc_sw128(k_smem + box_bytes + step);
+        const uint64_t desc_q = ptx::smem_desc_advance(q_desc, box * T::kBlockM * T::kRowBytes + step);
+        const uint64_t desc_k = ptx::smem_desc_advance(k_desc, box_bytes + step);
         ptx::wgmma_ss_m64k16<T::kBlockN>(s_flat, desc_q, desc_k, ks > 0 ? 1 : 0, typename T::Elem());
     }
     ptx::wgmma_commit();
+}
+// The same from the K tile's shared-memory address, and from the Q rows' too.
+template <class T>
+__device__ __forceinline__ void issue_qk(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint64_t q_desc,
+                                         uint32_t k_smem) {
+    issue_qk_desc<T>(acc_s, q_desc, ptx::smem_desc_sw128(k_smem));
+}
+template <class T>
+__device__ __forceinline__ void issue_qk(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint32_t q_smem,
+                                         uint32_t k_smem) {
+    // Opaque here: otherwise the compiler keeps every step's descriptor live across the main loop.
+    ptx::opaque(q_smem);
+    issue_qk<T>(acc_s, ptx::smem_desc_sw128(q_smem), k_smem);
 }
 
 // P as wgmma's register A operand: the C layout of two n8 tiles is the A layout of one k16 step.
@@ -403,9 +415,10 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[T::kMTiles][T::kDTiles][
     ptx::wgmma_fence();
     ptx::opaque(v_smem);
     constexpr uint32_t kBoxBytes = T::kBlockN * T::kRowBytes;
+    const uint64_t v_desc = ptx::smem_desc_sw128_n_major(v_smem, kBoxBytes);
 #pragma unroll
     for (int ps = 0; ps < T::kPvSteps; ++ps) {
-        const uint64_t desc_v = ptx::smem_desc_sw128_n_major(v_smem + ps * 16 * T::kRowBytes, kBoxBytes);
+        const uint64_t desc_v = ptx::smem_desc_advance(v_desc, ps * 16 * T::kRowBytes);
         ptx::wgmma_rs_m64k16<T::kHeadDimV, 1>(o_flat, a_frag[ps], desc_v, 1, typename T::Elem());
     }
     ptx::wgmma_commit();
