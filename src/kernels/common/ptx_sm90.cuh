@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/common/ptx.cuh"
+#include "kernels/common/smem_desc.h"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define FLASHATTN_SM90 1
@@ -217,32 +218,7 @@ __device__ __forceinline__ void opaque(uint32_t& v) { asm volatile("" : "+r"(v))
 // A shuffle of the whole warp: every lane must call it, never a branch that only some lanes take.
 __device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 
-// A shared-memory matrix descriptor for a K-major tile of 128-byte rows (64 16-bit elements) in the 128-byte swizzle
-// the copy engine writes with CU_TENSOR_MAP_SWIZZLE_128B: rows grouped by 8 (1024 bytes, the stride between groups),
-// the tile 1024-byte aligned. Advancing k by 16 elements inside the row adds 32 bytes to the start address.
-//   bits 0-13 start address >> 4 | 16-29 leading byte offset >> 4 (unused with this swizzle: 1)
-//   | 32-45 stride byte offset >> 4 | 62-63 swizzle mode (1: 128-byte)
-constexpr uint64_t kDescSwizzle128B = 1;
-constexpr uint32_t kSwizzleRowGroupBytes = 1024;
-__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t smem_byte_addr, uint32_t leading_bytes = 16) {
-    uint64_t desc = 0;
-    desc |= static_cast<uint64_t>((smem_byte_addr & 0x3FFFF) >> 4);
-    desc |= static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFF) << 16;
-    desc |= static_cast<uint64_t>(kSwizzleRowGroupBytes >> 4) << 32;
-    desc |= kDescSwizzle128B << 62;
-    return desc;
-}
-// The descriptor of the tile offset_bytes (a multiple of 16) further on than desc's: its start address field plus
-// offset_bytes >> 4. Shared-memory addresses stay below 2^18, so that 14-bit field never carries into the next, and
-// a kernel can build a tile's descriptor once and reach each k16 step's with one add.
-__device__ __forceinline__ uint64_t smem_desc_advance(uint64_t desc, uint32_t offset_bytes) {
-    return desc + (offset_bytes >> 4);
-}
-// The same for an N-major B operand wider than one 128-byte row (64 16-bit columns): its 64-column boxes lie
-// box_bytes apart, the leading byte offset of the N-major 128-byte-swizzle layout (at most 256 KB - 16).
-__device__ __forceinline__ uint64_t smem_desc_sw128_n_major(uint32_t smem_byte_addr, uint32_t box_bytes) {
-    return smem_desc_sw128(smem_byte_addr, box_bytes);
-}
+// Shared-memory matrix descriptors (smem_desc_sw128, smem_desc_advance, smem_desc_sw128_n_major): smem_desc.h.
 
 // ----- registers and barriers -------------------------------------------------------------------------------------
 
