@@ -6,6 +6,7 @@ ptxas may move that second wait (`WARPGROUP.DEPBAR.LE gsb0, 0x0`) up above the e
 softmax no longer runs under its own P V product: the kernel's source pins it below half of them (bench/NOTES_sm90.md
 v17), and a compiler change could undo that. This prints, for each specialised kernel's main loop, how many
 exponentials (MUFU.EX2) come before that wait and how many after.
+With --issue, also the instruction counts of the step's issue path (issue_path).
 
     cuobjdump -sass fwd_launch.cu.o | python3 scripts/sass_pv_wait.py [--kernel SUBSTRING]
 
@@ -70,6 +71,19 @@ def exponentials_around_wait(loop):
     return None, total
 
 
+def issue_path(loop):
+    """Instructions from the turn's barrier (BAR.SYNC) to the first product, from the first product to the last, and
+    from the P V wait to the loop's back branch: the parts of a step between a warpgroup's softmax and its next
+    products (bench/NOTES_sm90.md v30). None where the loop has no barrier (turns off, or one warpgroup)."""
+    texts = [t for _, t in loop]
+    products = [k for k, t in enumerate(texts) if "HGMMA" in t]
+    barriers = [k for k, t in enumerate(texts) if "BAR.SYNC" in t and (not products or k < products[0])]
+    waits = [k for k, t in enumerate(texts) if "DEPBAR.LE gsb0, 0x0" in t]
+    if not products or not barriers or not waits:
+        return None
+    return products[0] - barriers[0], products[-1] - products[0], len(texts) - waits[-1]
+
+
 def label(name):
     """dtype, head dim, consumer warpgroups, key tile, head dim of V, persistent, from a specialised kernel's name."""
     m = re.search(r"Sm90FwdTraitsI(\w+?)Li(\d+)ELi(\d+)ELNS0_12Sm90ScheduleE\d+ELi(\d+)ELi(\d+)EEELb([01])", name)
@@ -83,6 +97,9 @@ def label(name):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", default="fwd_sm90_specialised_kernel", help="a substring of the kernels to read")
+    ap.add_argument("--issue", action="store_true",
+                    help="also the instructions from the turn's barrier to the first product, from the first product "
+                         "to the last, and from the P V wait to the loop's end (issue_path)")
     args = ap.parse_args()
     found = 0
     for name, body in kernels(sys.stdin):
@@ -92,7 +109,11 @@ def main():
         if loop is None:
             continue
         before, total = exponentials_around_wait(loop)
-        print(f"{label(name)}: {before if before is not None else '?'} / {total}")
+        line = f"{label(name)}: {before if before is not None else '?'} / {total}"
+        if args.issue:
+            path = issue_path(loop)
+            line += f" | issue {path[0]} + {path[1]}, tail {path[2]}" if path else " | issue -"
+        print(line)
         found += 1
     if not found:
         print(f"no main loop found in kernels matching {args.kernel!r}")
