@@ -163,7 +163,9 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     for (int i = 1; i < tiles; ++i) {
         wait_k(i);
         wait_v(i - 1);
-        const uint64_t k_desc = ptx::smem_desc_sw128(k_smem(i));  // ptxas builds it after the turn's barrier anyway
+        // K's descriptor before the turn: the persistent kernel then issues its first product 18 instructions after
+        // the turn's barrier rather than 37 (in the one-tile kernels ptxas moves it after the barrier either way).
+        const uint64_t k_desc = ptx::smem_desc_sw128(k_smem(i));
         my_turn();
         issue_qk_desc<T>(acc_s, q_desc, k_desc);    // group 1: S(i)
         issue_pv<T>(acc_o, a_frag, v_smem(i - 1));  // group 2: O += P(i-1) V(i-1)
