@@ -376,18 +376,13 @@ __device__ __forceinline__ void issue_qk_desc(float (&acc_s)[T::kMTiles][T::kNTi
     }
     ptx::wgmma_commit();
 }
-// The same from the K tile's shared-memory address, and from the Q rows' too.
-template <class T>
-__device__ __forceinline__ void issue_qk(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint64_t q_desc,
-                                         uint32_t k_smem) {
-    issue_qk_desc<T>(acc_s, q_desc, ptx::smem_desc_sw128(k_smem));
-}
+// The same from the Q rows' and the K tile's shared-memory addresses.
 template <class T>
 __device__ __forceinline__ void issue_qk(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint32_t q_smem,
                                          uint32_t k_smem) {
     // Opaque here: otherwise the compiler keeps every step's descriptor live across the main loop.
     ptx::opaque(q_smem);
-    issue_qk<T>(acc_s, ptx::smem_desc_sw128(q_smem), k_smem);
+    issue_qk_desc<T>(acc_s, ptx::smem_desc_sw128(q_smem), ptx::smem_desc_sw128(k_smem));
 }
 
 // P as wgmma's register A operand: the C layout of two n8 tiles is the A layout of one k16 step.

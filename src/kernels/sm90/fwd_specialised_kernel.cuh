@@ -145,7 +145,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         wait_k(0);
         if (kPersistent && tid == 0) tile_mark(done, kTtK0Landed);
         my_end_turn();
-        issue_qk<T>(acc_s, q_desc, k_smem(0));
+        issue_qk_desc<T>(acc_s, q_desc, ptx::smem_desc_sw128(k_smem(0)));
         your_end_turn();
         ptx::wgmma_wait<0>();
         ptx::fence_registers(s_flat);
