@@ -10,6 +10,8 @@ With --issue, also the instruction counts of the step's issue path (issue_path).
 
     cuobjdump -sass fwd_launch.cu.o | python3 scripts/sass_pv_wait.py [--kernel SUBSTRING]
 
+Where the loop holds the speculative softmax's vote (BAR.RED), everything is counted up to it: the step computed
+again after it runs only where the speculation failed.
 A main loop is the shortest backward branch whose body holds a wait for one product group (`gsb0, 0x1`), then a wait
 for all (`gsb0, 0x0`), and exponentials. One line a kernel: its traits, then "before / total".
 """
@@ -57,6 +59,15 @@ def main_loop(body):
     return best
 
 
+def step(loop):
+    """The loop up to the warpgroup's vote of the speculative softmax (BAR.RED), if it has one: what every step runs.
+    What follows the vote is the step computed again, which runs only where the speculation failed."""
+    for k, (_, t) in enumerate(loop):
+        if "BAR.RED" in t:
+            return loop[:k + 1]
+    return loop
+
+
 def exponentials_around_wait(loop):
     """(exponentials between the S wait and the P V wait, exponentials in the loop)."""
     total = sum("MUFU.EX2" in t for _, t in loop)
@@ -73,8 +84,9 @@ def exponentials_around_wait(loop):
 
 def issue_path(loop):
     """Instructions from the turn's barrier (BAR.SYNC) to the first product, from the first product to the last, and
-    from the P V wait to the loop's back branch: the parts of a step between a warpgroup's softmax and its next
-    products (bench/NOTES_sm90.md v30). None where the loop has no barrier (turns off, or one warpgroup)."""
+    from the P V wait to the step's end (the loop's back branch, or the speculative softmax's vote): the parts of a
+    step between a warpgroup's softmax and its next products (bench/NOTES_sm90.md v30). None where the loop has no
+    barrier (turns off, or one warpgroup)."""
     texts = [t for _, t in loop]
     products = [k for k, t in enumerate(texts) if "HGMMA" in t]
     barriers = [k for k, t in enumerate(texts) if "BAR.SYNC" in t and (not products or k < products[0])]
@@ -108,6 +120,7 @@ def main():
         loop = main_loop(body)
         if loop is None:
             continue
+        loop = step(loop)
         before, total = exponentials_around_wait(loop)
         line = f"{label(name)}: {before if before is not None else '?'} / {total}"
         if args.issue:

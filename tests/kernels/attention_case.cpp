@@ -135,6 +135,7 @@ std::string AttnCase::label() const {
     if (packed_qkv) s << "_packed";
     if (attn_probs) s << "_probs";
     if (nan_past_used) s << "_nanpast";
+    if (key_ramp != 0.0f) s << "_ramp" << number(key_ramp);
     if (no_workspace) s << "_nows";
     if (!tag.empty()) s << "_" << tag;
     return s.str();
@@ -177,6 +178,13 @@ AttnProblem::AttnProblem(const AttnCase& c) : c_(c), layout_(c.layout()) {
     k_.fill_normal(rng);
     v_.fill_normal(rng);
     dout_.fill_normal(rng);
+    if (c.key_ramp != 0.0f)
+        for (int64_t b = 0; b < layout_.batch; ++b) {
+            const int64_t rows = c.varlen() ? layout_.cu_seqlens_k[b + 1] - layout_.cu_seqlens_k[b] : c.seqlen_k;
+            for (int64_t j = 0; j < rows; ++j)
+                for (int64_t i = (layout_.k_begin(b) + j) * Hk * d; i < (layout_.k_begin(b) + j + 1) * Hk * d; ++i)
+                    k_.set(i, k_.get(i) + double(c.key_ramp) * double(j));
+        }
     if (c.nan_past_used) {
         if (!c.varlen() || c.seqused_k.empty()) throw std::invalid_argument("nan_past_used needs varlen with seqused_k");
         const double nan = std::numeric_limits<double>::quiet_NaN();

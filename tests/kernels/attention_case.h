@@ -44,6 +44,9 @@ struct AttnCase {
     // Varlen with seqused_k: the k/v rows each sequence holds past its seqused_k are NaN. No result may depend on
     // them (an unfilled cache region), so every output must stay finite.
     bool nan_past_used = false;
+    // Added to every element of each key row: key_ramp x the row's position in its sequence. Scores then rise (or
+    // fall, by the sign of the query row's sum) along the keys, a row's maximum growing at every key tile.
+    float key_ramp = 0.0f;
     // The forward without the workspace workspace_size() asks for (the packed forward then runs unsplit).
     bool no_workspace = false;
     std::string tag;          // appended to the label, to tell apart cases that differ in what the label omits

@@ -143,6 +143,18 @@ std::vector<AttnCase> sm90_cases() {
                      .tag = "spread_scores"});
     cases.push_back({.dtype = kF16, .seqlen_q = 300, .seqlen_k = 1000, .nheads = 4, .nheads_k = 2, .head_dim = 256,
                      .softmax_scale = 1.0f, .causal = true, .tag = "spread_scores"});
+    // Scores that rise along the keys for about half of the rows (key_ramp): their maxima grow by more than 2^8 at
+    // every key tile, so the speculative softmax computes every step after the first again (the other half falls:
+    // its maxima stay in the first tile). Head dims of each instance family, masks, GQA, varlen.
+    cases.push_back({.dtype = kBF16, .seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 128, .key_ramp = 0.2f});
+    cases.push_back({.dtype = kF16, .seqlen_q = 300, .seqlen_k = 1000, .nheads = 4, .nheads_k = 2, .head_dim = 64,
+                     .causal = true, .key_ramp = 0.2f});
+    cases.push_back({.dtype = kBF16, .seqlen_q = 700, .seqlen_k = 700, .head_dim = 256, .window_left = 300,
+                     .key_ramp = 0.2f});
+    cases.push_back({.dtype = kF16, .seqlen_q = 500, .seqlen_k = 500, .nheads = 4, .nheads_k = 2, .head_dim = 192,
+                     .head_dim_v = 128, .key_ramp = 0.2f});
+    cases.push_back({.dtype = kBF16, .nheads = 8, .nheads_k = 2, .head_dim = 128, .seqlens_q = kRaggedQ,
+                     .seqlens_k = kRaggedK, .causal = true, .key_ramp = 0.2f});
     return cases;
 }
 

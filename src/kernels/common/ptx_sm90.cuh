@@ -253,6 +253,19 @@ __device__ __forceinline__ void named_barrier_arrive(int threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "r"(threads) : "memory");
 }
 
+// Named barrier kId for `threads` threads that also ORs a predicate over them: true where any thread passed true.
+template <int kId>
+__device__ __forceinline__ bool named_barrier_any(bool pred, int threads) {
+    static_assert(kId > 0 && kId < 16, "barrier 0 is __syncthreads'; there are 16");
+    uint32_t any;
+    asm volatile(
+        "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
+        : "=r"(any)
+        : "r"(static_cast<uint32_t>(pred)), "n"(kId), "r"(threads)
+        : "memory");
+    return any != 0;
+}
+
 // Named barrier kBase + n, n in [0, kCount) known only at run time (a warpgroup's own barrier): each branch names a
 // constant id, so ptxas still counts the barriers in use exactly.
 template <int kBase, int kCount>
@@ -271,6 +284,16 @@ __device__ __forceinline__ void named_barrier_arrive_nth(int n, int threads) {
         return named_barrier_arrive_nth<kBase, kCount - 1>(n, threads);
     } else {
         named_barrier_arrive<kBase>(threads);
+    }
+}
+
+template <int kBase, int kCount>
+__device__ __forceinline__ bool named_barrier_any_nth(int n, bool pred, int threads) {
+    if constexpr (kCount > 1) {
+        if (n == kCount - 1) return named_barrier_any<kBase + kCount - 1>(pred, threads);
+        return named_barrier_any_nth<kBase, kCount - 1>(n, pred, threads);
+    } else {
+        return named_barrier_any<kBase>(pred, threads);
     }
 }
 

@@ -134,6 +134,7 @@ struct Sm90FwdSmem {
     uint64_t q_empty[kQBuffers];  // with a producer: the consumers are done with the Q tile and the output staged in it
     Sm90TileInfo tile_info[kQBuffers];  // the persistent kernel: each Q tile's work tile, from the producer
     uint64_t info_full[kQBuffers];      // ... written (one arrival, the producer's)
+    uint64_t pin;  // nobody waits on it: an arrival that orders a consumer's instructions (speculative softmax)
 };
 
 template <class T, int kQBuffers = 1>
@@ -248,38 +249,30 @@ __device__ __forceinline__ void transform_scores(float (&acc_s)[T::kMTiles][T::k
         }
 }
 
-// The specialised kernel's online softmax with lazy rescaling (softmax_scores of sm80/warp_tiles.cuh otherwise): a warp
-// moves its rows' running maximum, and so has O and the sums rescaled, only when some row's maximum grew by more than
-// kLazyRescaleLog2 (base-2 exponent units). Otherwise the exponentials keep the stale maximum, so P may reach
-// 2^kLazyRescaleLog2 (no concern in the fp32 sums and O, nor in P's float16/bfloat16 range) and the step saves O's
-// multiplications (64 a thread at head dim 128, 128 at 256). A row block's first tile (maximum -inf) always moves it.
-// Returns whether this warp moved its maximum (warp-uniform); `rescale` then holds the factors for rescale_rows.
-constexpr float kLazyRescaleLog2 = 8.f;
+// The specialised kernel's softmax after a work tile's first key tile: speculative. Each row's exponentials are
+// taken against its running maximum m as it stands, P = exp2(S * exp2_mult - m), before this tile's maximum is known:
+// no reduction along the row and no shuffles stand between the S product and the first exponential, and O is not
+// rescaled. That is exact wherever m stays a valid reference, i.e. no score of the tile exceeds it by more than
+// kSpeculativeLog2 (base-2 exponent units): P <= 2^kSpeculativeLog2 then, no concern in the fp32 sums and O nor in P's
+// float16/bfloat16 range, and the result is that of an online softmax that keeps its stale maximum (lazy rescaling).
+// Where a row's maximum grew further, some P of that row exceeds 2^kSpeculativeLog2, and so does the sum of this
+// thread's part of the row: the caller tests the sums (speculation_failed), and where any row of the warpgroup
+// failed it computes the step again from S with the exact online softmax (softmax_scores, O rescaled). A row whose
+// maximum is still -inf (no visible key yet) gets inf or NaN, which fails the test too. With scores of a fixed
+// distribution a row's maximum settles within its first key tiles, so the computation again is rare; a sequence of
+// rising scores takes it at every step (GPU tests "key_ramp").
+// Half `half` of this thread's rows: P in place, and returns the sum of its P.
+constexpr float kSpeculativeLog2 = 8.f, kSpeculativeSumLimit = 256.f;
+static_assert(kSpeculativeSumLimit == 256.f && kSpeculativeLog2 == 8.f, "the limit is 2^kSpeculativeLog2");
 template <class T>
-__device__ __forceinline__ bool softmax_scores_lazy(float (&acc_s)[T::kMTiles][T::kNTiles][4],
-                                                    float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][2],
-                                                    float exp2_mult, float (&rescale)[T::kMTiles][2]) {
+__device__ __forceinline__ float row_exp2_sum_speculative(float (&acc_s)[T::kMTiles][T::kNTiles][4],
+                                                          const float (&row_max)[T::kMTiles][2], int half,
+                                                          float exp2_mult) {
     static_assert(T::kMTiles == 1, "one m16 tile of rows a warp");
-    float tile_max[2];
-    bool grew = false;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        tile_max[half] = row_tile_max<T>(acc_s, 0, half);
-        // -inf + kLazyRescaleLog2 is -inf: a row's first finite score always moves its maximum.
-        grew |= tile_max[half] * exp2_mult > row_max[0][half] * exp2_mult + kLazyRescaleLog2;
-    }
-    const bool moved = __any_sync(0xffffffffu, grew);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        if (moved) {
-            const float new_max = fmaxf(row_max[0][half], tile_max[half]);
-            rescale[0][half] = ptx::exp2_fast(row_max[0][half] * exp2_mult - scaled_max(new_max, exp2_mult));
-            row_max[0][half] = new_max;
-        }
-        const float sum = row_exp2_sum<T>(acc_s, 0, half, exp2_mult, scaled_max(row_max[0][half], exp2_mult));
-        row_sum[0][half] = (moved ? row_sum[0][half] * rescale[0][half] : row_sum[0][half]) + sum;
-    }
-    return moved;
+    return row_exp2_sum<T>(acc_s, 0, half, exp2_mult, row_max[0][half] * exp2_mult);
+}
+__device__ __forceinline__ bool speculation_failed(float sum0, float sum1) {
+    return !(sum0 <= kSpeculativeSumLimit) || !(sum1 <= kSpeculativeSumLimit);  // NaN fails
 }
 
 // Thread 0 only: copy the 64-column boxes of one tile (rows [row, row + box rows) of head `head` of sequence b)
@@ -457,7 +450,8 @@ __device__ __forceinline__ void prepare_scores(float (&acc_s)[T::kMTiles][T::kNT
 // rows are not 16-byte aligned is written 4 bytes at a time straight from the accumulators.
 // Named barriers: 1-3 the consumer warpgroups' turns (fwd_specialised_kernel.cuh), 4-6 one per consumer warpgroup
 // for the epilogue, 7 the V tail's zeroing.
-constexpr int kTurnBarrier = 1, kEpilogueBarrier = 4, kZeroBarrier = 7, kMaxConsumerWarpgroups = 3;
+// 8-10 one per consumer warpgroup for the speculative softmax's vote.
+constexpr int kTurnBarrier = 1, kEpilogueBarrier = 4, kZeroBarrier = 7, kVoteBarrier = 8, kMaxConsumerWarpgroups = 3;
 __device__ __forceinline__ void warpgroup_sync(int wg) {
     ptx::named_barrier_sync_nth<kEpilogueBarrier, kMaxConsumerWarpgroups>(wg, 128);
 }
@@ -595,6 +589,7 @@ __device__ __forceinline__ void init_barriers(Sm90FwdSmem<T, kQBuffers>& s,
         for (int st = 0; st < T::kVStages; ++st) ptx::mbarrier_init(&s.v_empty[st], kConsumerWarps);
         for (int qb = 0; qb < kQBuffers; ++qb) ptx::mbarrier_init(&s.q_empty[qb], q_empty_arrivals);
         for (int qb = 0; qb < kQBuffers; ++qb) ptx::mbarrier_init(&s.info_full[qb], 1);
+        ptx::mbarrier_init(&s.pin, 1);
         ptx::fence_mbarrier_init();
     }
     __syncthreads();

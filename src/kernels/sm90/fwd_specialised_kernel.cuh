@@ -7,8 +7,9 @@
 //   consumers: the overlapped step: S(j) = Q K(j)^T and O += P(j-1) V(j-1) in flight
 //     together, the exponentials of S(j) computed while the second runs, O rescaled once it is done. Each warp hands
 //     a stage back (one arrival on its empty mbarrier) as soon as the wgmma wait that covers its reads returns, so
-//     the producer refills it without a block-wide barrier. Where it measured ahead (head dim 256, and the persistent
-//     kernel), the softmax rescales lazily (softmax_scores_lazy): O only when a row's maximum grew by 2^8 or more.
+//     the producer refills it without a block-wide barrier. After a work tile's first key tile the softmax is
+//     speculative (row_exp2_sum_speculative): the exponentials against the rows' running maxima, the step computed
+//     again from S only where a row's maximum grew by more than 2^8.
 //   taking turns (take_turns, a run-time choice): the consumer warpgroups issue their products one after the
 //     other, each waiting on its named barrier for the previous one's signal, so that one's softmax runs while the
 //     others' products keep the tensor cores busy rather than all asking for them at once. With two consumer
@@ -47,9 +48,6 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
     constexpr int kQBuffers = kPersistent ? 2 : 1;
     constexpr bool kMarks = !kPersistent;  // the timeline's marks (timeline.cuh), one-tile kernel only
     const int qb = done % kQBuffers;
-    // Lazy rescaling, A/B against the plain online softmax (bench/NOTES_sm90.md v14): +2 to +6% at every head dim 256
-    // shape; at head dim 128 +0.4 to +8% in the persistent kernel (short rows), -1.5 to 0% one tile a block.
-    constexpr bool kLazyRescale = kPersistent || T::kHeadDimV > 128;
     const bool warp_leader = tid % 32 == 0;
     const bool store_issuer = output_store_issuer(tid);  // the warpgroup's output stores (persistent)
     // Turns go round the consumer warpgroups: w waits on barrier kTurnBarrier + w (its own 128 threads and the
@@ -154,10 +152,7 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         if (kMarks && tid == 0) timeline_mark(kTlFirstS);
         if (kPersistent && tid == 0) tile_mark(done, kTtFirstS);
         prepare_scores<T>(acc_s, p, at, at.n_tile_begin * T::kBlockN);
-        if constexpr (kLazyRescale)
-            softmax_scores_lazy<T>(acc_s, row_max, row_sum, exp2_mult, rescale);  // O is still zero: not rescaled
-        else
-            softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);  // O is still zero: not rescaled
         pack_p<T>(a_frag, acc_s);
     }
     for (int i = 1; i < tiles; ++i) {
@@ -173,31 +168,44 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         ptx::wgmma_wait<1>();                       // S(i) is done; the product may still run
         ptx::fence_registers(s_flat);
         prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
-        bool moved = true;  // this warp's running maximum, so O must be rescaled
-        if constexpr (kLazyRescale)
-            moved = softmax_scores_lazy<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
-        else
-            softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        // The speculative softmax (row_exp2_sum_speculative): no row maximum before the first exponential, no
+        // rescale of O. Measured 1.046x over 30 shapes of head dims 64-256, hd128 +3 to +10% (bench/NOTES_sm90.md
+        // v31).
+        const float sum0 = row_exp2_sum_speculative<T>(acc_s, row_max, 0, exp2_mult);
         // Where the wait for P V lands. ptxas hoisted it above the whole softmax, so a warpgroup's exponentials never
-        // ran under its own P V product; placed after them all, the rescale and the packing of P went onto the path
-        // to the next issue (bench/NOTES_sm90.md v11). K's release is a barrier operation the wait stays below, so
-        // it is made to depend on the first half-row's sum: ptxas then computes that half's exponentials (about
-        // half of them) before the release and the wait, the other half after, as the packing of P needs. A sum of
-        // exponentials is never negative, so the test always passes. Measured 1.024x over the sweep's 36 shapes
-        // (head dim 256 +4 to +8%, 128 +2 to +4% from 1k; v17).
-        if (!(row_sum[0][0] < 0.f)) release_k(i);
-        ptx::wgmma_wait<0>();                       // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
+        // ran under its own P V product; placed after them all, the packing of P went onto the path to the next
+        // issue (bench/NOTES_sm90.md v11). ptxas keeps it below a barrier operation, so a warp arrives on one that
+        // nobody waits for (s.pin), with a test that depends on the first half-row's sum: that half's exponentials
+        // then come before the wait, the other half after (v17). The test is against a run-time value, since
+        // `!(sum0 < 0)` (a sum of exponentials) was proved true by ptxas, which then dropped the dependency; whether
+        // it passes does not matter.
+        if (warp_leader && !(sum0 < -exp2_mult)) ptx::mbarrier_arrive(&s.pin);
+        ptx::wgmma_wait<0>();                       // O += P(i-1) V(i-1) is done: P may be replaced
         ptx::fence_registers(o_flat);
         release_v(i - 1);
-        if constexpr (kLazyRescale) {
-            // P packed first: ptxas then interleaves the packing with the exponentials (the other order put all 44
-            // conversions after the branch, 2-4% slower at head dim 128).
-            pack_p<T>(a_frag, acc_s);
-            if (moved) rescale_rows<T>(acc_o, rescale);
-        } else {
+        const float sum1 = row_exp2_sum_speculative<T>(acc_s, row_max, 1, exp2_mult);
+        pack_p<T>(a_frag, acc_s);
+        // The warpgroup's vote (a barrier of its 128 threads that ORs their tests), then the warp's vote on that
+        // answer (the same in every lane): the compiler then knows the branch to be uniform, which kept the loop's
+        // descriptors in uniform registers.
+        const bool failed = speculation_failed(sum0, sum1);
+        if (__any_sync(0xffffffffu, ptx::named_barrier_any_nth<kVoteBarrier, T::kWarpgroups>(wg, failed, 128))) {
+            // S(i) again (K's stage is still ours), its descriptor built here: kept from the issue above, it held
+            // the issue's descriptors in ordinary registers (30 more instructions after each turn's barrier).
+            uint32_t k_addr = k_smem(i);
+            ptx::opaque(k_addr);
+            issue_qk_desc<T>(acc_s, q_desc, ptx::smem_desc_sw128(k_addr));
+            ptx::wgmma_wait<0>();
+            ptx::fence_registers(s_flat);
+            prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
+            softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
             rescale_rows<T>(acc_o, rescale);
             pack_p<T>(a_frag, acc_s);
+        } else {
+            row_sum[0][0] += sum0;
+            row_sum[0][1] += sum1;
         }
+        release_k(i);
     }
     if (tiles > 0) {
         wait_v(tiles - 1);
