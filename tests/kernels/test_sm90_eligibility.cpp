@@ -144,6 +144,22 @@ TEST(Sm90Eligibility, DefaultScheduleFollowsHeadDimAndMeanVisibleKeys) {
     EXPECT_EQ(schedule(1, 64, kUnbounded, kUnbounded), "serial1");
 }
 
+// With ALiBi, long rows at head dim 64 take the two consumer warpgroups, whose softmax falls back to the exact form
+// when speculation keeps failing (the bias rises toward each row's own key); short rows and other head dims as
+// without.
+TEST(Sm90Eligibility, DefaultScheduleWithAlibiAvoidsThreeWarpgroups) {
+    static const float slopes[8] = {};
+    auto schedule = [](int seqlen, int head_dim, bool alibi) {
+        AttnParams p = dense(1, seqlen, seqlen, 8, 8, head_dim, head_dim);
+        if (alibi) p.alibi_slopes = slopes;
+        return std::string(sm90_default_schedule(p));
+    };
+    EXPECT_EQ(schedule(8192, 64, false), "specialised3");
+    EXPECT_EQ(schedule(8192, 64, true), "specialised");
+    EXPECT_EQ(schedule(2048, 64, true), "serial1");
+    EXPECT_EQ(schedule(8192, 128, true), "specialised");
+}
+
 // The wide key tiles by default (sm90_wide_key_tiles, FLASHATTN_SM90_BLOCK_N unset): without masks from 4096 keys up
 // to head dim 128 and at any length at 256; with a causal mask where rows see 1024 keys or more on average at 256,
 // 4096 or more at 65-128 (not at 64); never with a window.

@@ -105,9 +105,14 @@ int64_t mean_visible_keys(const AttnParams& p) {
 // at 4k, 1.023 / 0.893 at 8k, 1.064 / 0.949 at 16k non-causal; 0.918 / 0.882 at 8k and 1.001 / 0.974 at 16k causal
 // (4096 and 8192 keys a row on average); behind at 2k non-causal (0.961 / 0.987) and 4k causal (0.887 / 0.909).
 constexpr int64_t kSpecialisedMinMeanKeys = 4096;
+// With ALiBi, though, long rows at head dim 64 take the two consumer warpgroups: the bias rises by the head's slope
+// per key toward a row's own position, past 2^8 a key tile for the steeper slopes, so the speculative softmax fails
+// step after step; the three-warpgroup instance has no registers for the exact fallback (fwd_specialised_kernel.cuh,
+// kAdaptive) and computed such steps twice (0.55x on rising scores, bench/NOTES_sm90.md v32).
 const char* default_schedule(const AttnParams& p, int64_t mean_keys) {
     if (p.head_dim > kSmallBucket) return "specialised";
-    return mean_keys >= kSpecialisedMinMeanKeys ? "specialised3" : "serial1";
+    if (mean_keys < kSpecialisedMinMeanKeys) return "serial1";
+    return p.alibi_slopes != nullptr ? "specialised" : "specialised3";
 }
 
 // The persistent kernel writes its output by the copy engine through a tensor map over the padded output: not for

@@ -9,7 +9,8 @@
 //     a stage back (one arrival on its empty mbarrier) as soon as the wgmma wait that covers its reads returns, so
 //     the producer refills it without a block-wide barrier. After a work tile's first key tile the softmax is
 //     speculative (row_exp2_sum_speculative): the exponentials against the rows' running maxima, the step computed
-//     again from S only where a row's maximum grew by more than 2^8.
+//     again from S only where a row's maximum grew by more than 2^8; after such a step the exact online softmax
+//     until the maxima settle.
 //   taking turns (take_turns, a run-time choice): the consumer warpgroups issue their products one after the
 //     other, each waiting on its named barrier for the previous one's signal, so that one's softmax runs while the
 //     others' products keep the tensor cores busy rather than all asking for them at once. With two consumer
@@ -155,6 +156,66 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);  // O is still zero: not rescaled
         pack_p<T>(a_frag, acc_s);
     }
+    // The warpgroup's vote (a barrier of its 128 threads that ORs their tests), then the warp's vote on that answer
+    // (the same in every lane): the compiler then knows what follows to be uniform, which kept the loop's descriptors
+    // in uniform registers.
+    auto warpgroup_any = [&](bool pred) {
+        return __any_sync(0xffffffffu, ptx::named_barrier_any_nth<kVoteBarrier, T::kWarpgroups>(wg, pred, 128));
+    };
+    // The P V wait, below the exponentials of the first half-rows (their sum: sum0). ptxas hoisted it above the whole
+    // softmax, so a warpgroup's exponentials never ran under its own P V product; placed after them all, the packing
+    // of P went onto the path to the next issue (bench/NOTES_sm90.md v11). ptxas keeps it below a barrier operation,
+    // so a warp arrives on one that nobody waits for (s.pin), with a test that depends on sum0: those exponentials
+    // then come before the wait (v17). The test is against a run-time value, since `!(sum0 < 0)` (a sum of
+    // exponentials) was proved true by ptxas, which then dropped the dependency; whether it passes does not matter.
+    auto wait_pv_below = [&](int i, float sum0) {
+        if (warp_leader && !(sum0 < -exp2_mult)) ptx::mbarrier_arrive(&s.pin);
+        ptx::wgmma_wait<0>();  // O += P(i-1) V(i-1) is done: O may be rescaled, P replaced
+        ptx::fence_registers(o_flat);
+        release_v(i - 1);
+    };
+    // Step i's softmax after its S wait, speculative: returns whether it failed for some row of the warpgroup, which
+    // then computed it again from S. Either way P is packed, and K(i) is still held.
+    auto speculative_step = [&](int i) {
+        const float sum0 = row_exp2_sum_speculative<T>(acc_s, row_max, 0, exp2_mult);
+        wait_pv_below(i, sum0);
+        const float sum1 = row_exp2_sum_speculative<T>(acc_s, row_max, 1, exp2_mult);
+        pack_p<T>(a_frag, acc_s);
+        const bool failed = warpgroup_any(speculation_failed(sum0, sum1));
+        if (failed) {
+            // S(i) again (K's stage is still ours), its descriptor built here: kept from the issue, it held the
+            // issue's descriptors in ordinary registers (30 more instructions after each turn's barrier).
+            uint32_t k_addr = k_smem(i);
+            ptx::opaque(k_addr);
+            issue_qk_desc<T>(acc_s, q_desc, ptx::smem_desc_sw128(k_addr));
+            ptx::wgmma_wait<0>();
+            ptx::fence_registers(s_flat);
+            prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
+            softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+            rescale_rows<T>(acc_o, rescale);
+            pack_p<T>(a_frag, acc_s);
+        } else {
+            row_sum[0][0] += sum0;
+            row_sum[0][1] += sum1;
+        }
+        return failed;
+    };
+    // Step i's softmax after its S wait, exact (the online softmax, O rescaled): returns whether some row of the
+    // warpgroup moved its maximum by more than 2^kSpeculativeLog2 (a factor below 2^-kSpeculativeLog2; 0 where the
+    // maximum was -inf), i.e. whether the next step should stay exact.
+    auto exact_step = [&](int i) {
+        softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
+        wait_pv_below(i, row_sum[0][0]);
+        rescale_rows<T>(acc_o, rescale);
+        pack_p<T>(a_frag, acc_s);
+        constexpr float kMovedFactor = 1.f / kSpeculativeSumLimit;
+        return warpgroup_any(!(rescale[0][0] >= kMovedFactor) || !(rescale[0][1] >= kMovedFactor));
+    };
+    // Not where the registers are short: head dim 64's three consumer warpgroups (160 registers a thread) and the
+    // 192 / 128 instance spilled 72-96 bytes with both forms in the loop, there inside the issue path. They
+    // speculate at every step.
+    constexpr bool kAdaptive = T::kWarpgroups == 2 && T::kHeadDim != 192;
+    bool speculate = true;  // warpgroup-uniform
     for (int i = 1; i < tiles; ++i) {
         wait_k(i);
         wait_v(i - 1);
@@ -168,42 +229,18 @@ __device__ __forceinline__ void consume_work_tile(const AttnParams& p, Sm90FwdSm
         ptx::wgmma_wait<1>();                       // S(i) is done; the product may still run
         ptx::fence_registers(s_flat);
         prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
-        // The speculative softmax (row_exp2_sum_speculative): no row maximum before the first exponential, no
-        // rescale of O. Measured 1.046x over 30 shapes of head dims 64-256, hd128 +3 to +10% (bench/NOTES_sm90.md
-        // v31).
-        const float sum0 = row_exp2_sum_speculative<T>(acc_s, row_max, 0, exp2_mult);
-        // Where the wait for P V lands. ptxas hoisted it above the whole softmax, so a warpgroup's exponentials never
-        // ran under its own P V product; placed after them all, the packing of P went onto the path to the next
-        // issue (bench/NOTES_sm90.md v11). ptxas keeps it below a barrier operation, so a warp arrives on one that
-        // nobody waits for (s.pin), with a test that depends on the first half-row's sum: that half's exponentials
-        // then come before the wait, the other half after (v17). The test is against a run-time value, since
-        // `!(sum0 < 0)` (a sum of exponentials) was proved true by ptxas, which then dropped the dependency; whether
-        // it passes does not matter.
-        if (warp_leader && !(sum0 < -exp2_mult)) ptx::mbarrier_arrive(&s.pin);
-        ptx::wgmma_wait<0>();                       // O += P(i-1) V(i-1) is done: P may be replaced
-        ptx::fence_registers(o_flat);
-        release_v(i - 1);
-        const float sum1 = row_exp2_sum_speculative<T>(acc_s, row_max, 1, exp2_mult);
-        pack_p<T>(a_frag, acc_s);
-        // The warpgroup's vote (a barrier of its 128 threads that ORs their tests), then the warp's vote on that
-        // answer (the same in every lane): the compiler then knows the branch to be uniform, which kept the loop's
-        // descriptors in uniform registers.
-        const bool failed = speculation_failed(sum0, sum1);
-        if (__any_sync(0xffffffffu, ptx::named_barrier_any_nth<kVoteBarrier, T::kWarpgroups>(wg, failed, 128))) {
-            // S(i) again (K's stage is still ours), its descriptor built here: kept from the issue above, it held
-            // the issue's descriptors in ordinary registers (30 more instructions after each turn's barrier).
-            uint32_t k_addr = k_smem(i);
-            ptx::opaque(k_addr);
-            issue_qk_desc<T>(acc_s, q_desc, ptx::smem_desc_sw128(k_addr));
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(s_flat);
-            prepare_scores<T>(acc_s, p, at, (at.n_tile_begin + i) * T::kBlockN);
-            softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
-            rescale_rows<T>(acc_o, rescale);
-            pack_p<T>(a_frag, acc_s);
+        // The softmax. Speculative (row_exp2_sum_speculative: no row maximum before the first exponential, no
+        // rescale of O) while it holds: measured 1.046x over 30 shapes of head dims 64-256, hd128 +3 to +10%
+        // (bench/NOTES_sm90.md v31). A step where it fails for some row of the warpgroup is computed twice, which ran
+        // rising scores at ~0.56x; so after a failure the warpgroup takes the exact online softmax, until a step in
+        // which no row's maximum grew by more than 2^kSpeculativeLog2 (kAdaptive): rising scores then ran at
+        // 0.85-0.95x of random ones, random ones at 0.997x the speculation alone (v32). Either form ends in the
+        // warpgroup's vote, so `speculate` is the same across the warpgroup.
+        if (!kAdaptive || speculate) {
+            const bool failed = speculative_step(i);
+            if constexpr (kAdaptive) speculate = !failed;
         } else {
-            row_sum[0][0] += sum0;
-            row_sum[0][1] += sum1;
+            speculate = !exact_step(i);
         }
         release_k(i);
     }
