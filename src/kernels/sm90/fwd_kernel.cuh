@@ -267,8 +267,8 @@ __device__ __forceinline__ void transform_scores(float (&acc_s)[T::kMTiles][T::k
 // distribution a row's maximum settles within its first key tiles, so the computation again is rare; a sequence of
 // rising scores takes it at every step (GPU tests "key_ramp").
 // Half `half` of this thread's rows: P in place, and returns the sum of its P.
-constexpr float kSpeculativeLog2 = 8.f, kSpeculativeSumLimit = 256.f;
-static_assert(kSpeculativeSumLimit == 256.f && kSpeculativeLog2 == 8.f, "the limit is 2^kSpeculativeLog2");
+constexpr int kSpeculativeLog2 = 8;
+constexpr float kSpeculativeSumLimit = 1 << kSpeculativeLog2;
 template <class T>
 __device__ __forceinline__ float row_exp2_sum_speculative(float (&acc_s)[T::kMTiles][T::kNTiles][4],
                                                           const float (&row_max)[T::kMTiles][2], int half,
