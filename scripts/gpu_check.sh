@@ -103,7 +103,7 @@ if [ "$cc_now" = 90 ]; then
     note "HGMMA instructions in the Hopper forward: $(cuobjdump -sass "$fwd90_obj" 2>/dev/null | grep -c HGMMA)"
     # Where ptxas put each main loop's P V wait (bench/NOTES_sm90.md v17): exponentials before it / in the loop.
     cuobjdump -sass "$fwd90_obj" 2>/dev/null | python3 "$root/scripts/sass_pv_wait.py" --issue > "$out/sass_pv_wait.txt" 2>&1
-    note "exponentials before the P V wait / in the main loop, and the issue path (barrier to first product + first to last; P V wait to the loop's end), bf16: $(grep '^bf16' "$out/sass_pv_wait.txt" | paste -sd ';' - | sed 's/;/; /g')"
+    note "exponentials before the P V wait / in the main loop, and the issue path (barrier to first product + first to last; P V wait to the step's end), bf16: $(grep '^bf16' "$out/sass_pv_wait.txt" | paste -sd ';' - | sed 's/;/; /g')"
   fi
 fi
 

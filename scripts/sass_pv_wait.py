@@ -111,7 +111,7 @@ def main():
     ap.add_argument("--kernel", default="fwd_sm90_specialised_kernel", help="a substring of the kernels to read")
     ap.add_argument("--issue", action="store_true",
                     help="also the instructions from the turn's barrier to the first product, from the first product "
-                         "to the last, and from the P V wait to the loop's end (issue_path)")
+                         "to the last, and from the P V wait to the step's end (issue_path)")
     args = ap.parse_args()
     found = 0
     for name, body in kernels(sys.stdin):
