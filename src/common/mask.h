@@ -5,6 +5,7 @@
 // aligned to the bottom-right corner (FlashAttention >= 2.1): row i "sits at" key position i + seqlen_k - seqlen_q.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "host_device.h"
@@ -47,5 +48,8 @@ FLASHATTN_HD float alibi_bias(float slope, int64_t row, int64_t col, int64_t seq
 }
 // The same from the distance row + seqlen_k - seqlen_q - col itself, in 32 bits where the caller knows it fits.
 FLASHATTN_HD float alibi_bias_at(float slope, int dist) { return -slope * static_cast<float>(dist < 0 ? -dist : dist); }
+// The same from the distance as a float (exact while its magnitude is below 2^24), for callers that derive each
+// score's distance from a tile's by a float subtraction.
+FLASHATTN_HD float alibi_bias_at(float slope, float dist) { return -slope * fabsf(dist); }
 
 }  // namespace flashattn

@@ -236,7 +236,7 @@ __device__ __forceinline__ void transform_scores(float (&acc_s)[T::kMTiles][T::k
     const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
     // ALiBi: the distance row + seqlen_k - seqlen_q - col of this thread's first key in the tile from each of its two
     // rows' diagonals, once a tile, in 32 bits (a sequence's length fits) and then as a float (exact below 2^24);
-    // each score's distance is that less its column's constant offset, and its bias -slope * |distance| one FFMA
+    // each score's distance is that less its column's constant offset, and its bias (alibi_bias_at) one FFMA
     // (alibi_bias of common/mask.h per score, in 64-bit integers, ran ALiBi forwards at a fifth of the plain speed).
     float dist0[2];
 #pragma unroll
@@ -249,7 +249,7 @@ __device__ __forceinline__ void transform_scores(float (&acc_s)[T::kMTiles][T::k
         for (int i = 0; i < 4; ++i) {
             float s = acc_s[0][nt][i];
             s = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(s * softcap_in) : s * p.scale;
-            if (p.alibi_slopes) s += -at.alibi_slope * fabsf(dist0[i / 2] - static_cast<float>(nt * 8 + i % 2));
+            if (p.alibi_slopes) s += alibi_bias_at(at.alibi_slope, dist0[i / 2] - static_cast<float>(nt * 8 + i % 2));
             acc_s[0][nt][i] = s;
         }
 }
