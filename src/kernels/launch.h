@@ -28,6 +28,11 @@ size_t kvcache_workspace_bytes(const AttnParams& p);
 // hold `slots` resident blocks (SMs x blocks per SM).
 int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slots);
 
+// Whether a kv-cache call's K/V copies are marked evict-first in L2: where the call reads at most
+// kKvcReadOnceL2Multiple times the L2 (kv_bytes: its K and V at the caches' capacity), so that the writes-back of the
+// dirty lines it would push out are a noticeable share of it.
+bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes);
+
 // Whether a forward runs its query heads packed per kv head, keys split, on the kv-cache kernel (dispatch.cpp says
 // why): where it applies (no varlen, dropout or attn_probs), FLASHATTN_FORWARD_PACKED=0 / 1, else the sizes'
 // packed_forward_pays. Sizes only, but for GQA rows the Hopper kv-cache kernel alone packs, where the device is asked

@@ -1,6 +1,7 @@
 // The kv-cache forward's split heuristic (host code, no GPU needed): a grid of about a block an SM or more is left
 // whole; a smaller one is split by how full the last wave of resident blocks is (decode blocks all take about as
-// long). And the Hopper kv-cache kernel's kv heads a block on paged caches (kvc_head_group).
+// long). And the Hopper kv-cache kernel's kv heads a block on paged caches (kvc_head_group), and its evict-first
+// copies (kvc_reads_once).
 #include <gtest/gtest.h>
 
 #include "common/build_config.h"
@@ -80,6 +81,18 @@ TEST(KvcHeadGroup, TheLargestGroupWhoseGridStillFillsTheSlots) {
     EXPECT_EQ(kvc_head_group_for_grid(4, 32 * 8, kSlots), 1);   // 256 blocks of one
     EXPECT_EQ(kvc_head_group_for_grid(4, 16 * 8, kSlots), 1);   // none fills it: one kv head a block
     EXPECT_EQ(kvc_head_group_for_grid(1, 64 * 32, kSlots), 1);
+}
+
+// The Hopper kernel's evict-first K/V copies (kvc_reads_once): calls of up to four times the L2's bytes.
+TEST(KvcReadsOnce, CallsUpToFourTimesTheL2) {
+    constexpr int64_t kL2 = 50 * 1024 * 1024;                  // an H100's
+    constexpr int64_t kDecode1k = 16LL * 8 * 1024 * 128 * 2 * 2;  // batch 16 x 8 kv heads x 1k keys, hdim 128: 64 MiB
+    EXPECT_TRUE(kvc_reads_once(kDecode1k, kL2));
+    EXPECT_TRUE(kvc_reads_once(2 * kDecode1k, kL2));   // batch 32: 128 MiB
+    EXPECT_TRUE(kvc_reads_once(4 * kL2, kL2));
+    EXPECT_FALSE(kvc_reads_once(4 * kL2 + 1, kL2));
+    EXPECT_FALSE(kvc_reads_once(4 * kDecode1k, kL2));  // batch 64: 256 MiB
+    EXPECT_FALSE(kvc_reads_once(1, 0));                // no L2 size known: never
 }
 
 }  // namespace

@@ -129,6 +129,35 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t
 #endif
 }
 
+// An L2 eviction policy for data read once, as the kv cache is by a decode step: its lines are the first L2 gives up
+// when it needs room, so the lines other work left there (a previous kernel's output, not yet written back) stay
+// rather than being written back to make room for a stream nobody reads again.
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+#if FLASHATTN_SM90
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+#else
+    __trap();
+    return 0;
+#endif
+}
+
+// tma_load_4d with an L2 eviction policy (l2_policy_evict_first's) for the lines it reads.
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t* bar, int x, int y, int z, int w,
+                                            uint64_t policy) {
+#if FLASHATTN_SM90
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+        "{%3, %4, %5, %6}], [%2], %7;\n" ::"r"(smem_addr(dst)),
+        "l"(map), "r"(smem_addr(bar)), "r"(x), "r"(y), "r"(z), "r"(w), "l"(policy)
+        : "memory");
+#else
+    (void)dst, (void)map, (void)bar, (void)x, (void)y, (void)z, (void)w, (void)policy;
+    __trap();
+#endif
+}
+
 // Copy the box at (x innermost, y, z, w) of `map` from shared memory (byte address src, the box's swizzled layout) to
 // global memory, as one operation of this thread's current bulk async-group; parts of the box outside the tensor are
 // not written.

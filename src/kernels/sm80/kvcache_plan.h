@@ -17,6 +17,9 @@ struct KvcPlan {
     // The Hopper kernel's splits merged inside a thread block cluster (the splits of a unit are one cluster, their
     // partial results read from each other's shared memory): no workspace for them, no combine kernel.
     bool merge_in_cluster = false;
+    // The Hopper kernel's K/V copies marked evict-first in L2 (kvc_reads_once): the call reads few enough bytes that
+    // the lines it would otherwise push out of L2 (others' writes, not yet written back) cost it a share of its time.
+    bool kv_read_once = false;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)

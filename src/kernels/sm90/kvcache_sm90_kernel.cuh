@@ -81,12 +81,18 @@ constexpr int kvc_sm90_smem_bytes() {
 template <class T, int kBoxCount, typename Elem>
 __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap* map, uint64_t* full, int lane,
                                                  bool paged, int page_size, int piece_rows, int heads, int pos0,
-                                                 int pieces, int hk, int where) {
+                                                 int pieces, int hk, int where, bool hinted, uint64_t policy) {
+    // One box: with the L2 `policy` where `hinted` (the plan marks the cache's lines read-once, KvcPlan::kv_read_once).
+    auto copy_box = [&](Elem* dst, int bx, int row) {
+        if (hinted)
+            ptx::tma_load_4d(dst, map, full, bx * T::kBoxCols, row, hk, where, policy);
+        else
+            ptx::tma_load_4d(dst, map, full, bx * T::kBoxCols, row, hk, where);
+    };
     if (!paged) {
         if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx(full, kBoxCount * T::kKvBoxElems * 2);
-            for (int bx = 0; bx < kBoxCount; ++bx)
-                ptx::tma_load_4d(boxes + bx * T::kKvBoxElems, map, full, bx * T::kBoxCols, pos0, hk, where);
+            for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems, bx, pos0);
         }
         return;
     }
@@ -96,8 +102,7 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     if (lane < pieces) {
         const int pos = pos0 + lane * piece_rows;
         for (int bx = 0; bx < kBoxCount; ++bx)
-            ptx::tma_load_4d(boxes + bx * T::kKvBoxElems + lane * piece_elems, map, full, bx * T::kBoxCols,
-                             pos % page_size, hk, where);
+            copy_box(boxes + bx * T::kKvBoxElems + lane * piece_elems, bx, pos % page_size);
     }
 }
 
@@ -200,6 +205,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
         const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
         const int piece_rows = table_row ? kvc_piece_rows(p.page_size, keys_per_tile) : T::kBlockN;
+        const uint64_t evict_first = ptx::l2_policy_evict_first();
         for (int i = 0; i < tiles; ++i) {
             const int ks = i % T::kKStages, vs = i % T::kVStages;
             const int n0 = (tile_begin + i) * keys_per_tile;
@@ -213,13 +219,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             if (issue_k) {
                 if (i >= T::kKStages) ptx::mbarrier_wait(&s.k_empty[ks], (i / T::kKStages - 1) % 2);
                 issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, table_row != nullptr,
-                                               p.page_size, piece_rows, head_group, pos0, pieces, hk, where);
+                                               p.page_size, piece_rows, head_group, pos0, pieces, hk, where,
+                                               plan.kv_read_once, evict_first);
                 if (i == 0 && lane == 0) kvc_mark(kKvFirstIssue);
             }
             if (issue_v) {
                 if (i >= T::kVStages) ptx::mbarrier_wait(&s.v_empty[vs], (i / T::kVStages - 1) % 2);
                 issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, table_row != nullptr,
-                                                p.page_size, piece_rows, head_group, pos0, pieces, hk, where);
+                                                p.page_size, piece_rows, head_group, pos0, pieces, hk, where,
+                                                plan.kv_read_once, evict_first);
             }
         }
         if (in_cluster) {  // the consumers' two cluster barriers (the merge's), passed before leaving
