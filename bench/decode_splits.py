@@ -1,0 +1,71 @@
+"""The kv-cache forward's time by split count, for a few decode shapes: is the heuristic's count (num_splits=0) the
+best one? Each shape's dense cache is timed with num_splits 0 and each count asked for, replayed from a CUDA graph
+after an L2 flush as bench/bench_decode.py times it, with PyTorch SDPA (cuDNN) on the contiguous cache beside it.
+
+    python3 bench/decode_splits.py --shapes 1:8:1024 1:8:65536 --splits 0 4 8 16 32 --json out.json
+
+A shape is batch:nheads_k:cache_len (seqlen_q 1, nheads_q 32, head dim 128, bf16, causal, as bench_decode.py).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_decode as bd  # noqa: E402  (its timing, shapes and SDPA call)
+
+ROUNDS = 3  # each (shape, count) timed this many times, interleaved with the others; the median is kept
+
+
+def parse_shape(text):
+    batch, nheads_k, cache_len = (int(x) for x in text.split(":"))
+    return batch, nheads_k, cache_len
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", nargs="+", required=True, help="batch:nheads_k:cache_len")
+    ap.add_argument("--splits", type=int, nargs="+", default=[0], help="num_splits values (0: the heuristic's)")
+    ap.add_argument("--json", help="where to write the records")
+    args = ap.parse_args()
+    from flashattn import flash_attn_with_kvcache
+
+    flush = torch.empty(bd.L2_FLUSH_BYTES, dtype=torch.uint8, device=bd.DEVICE)
+    records = []
+    for text in args.shapes:
+        batch, nheads_k, cache_len = parse_shape(text)
+        gen = torch.Generator(device=bd.DEVICE).manual_seed(bd.shape_seed(nheads_k, 1, batch, cache_len))
+        q = torch.randn(batch, 1, bd.NHEADS_Q, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
+        sdpa = bd.run_sdpa(q, gen, batch, nheads_k, cache_len, bd.sdpa_has_enable_gqa(), bd.WARMUP, bd.REPS, flush)
+        k_cache = torch.randn(batch, cache_len, nheads_k, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
+        v_cache = torch.randn_like(k_cache)
+        lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=bd.DEVICE)
+        graphs = {}
+        for splits in args.splits:
+            call = (lambda s: lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True,
+                                                             num_splits=s))(splits)
+            graphs[splits] = bd.graph_of(call)
+        times = {s: [] for s in args.splits}
+        for _ in range(ROUNDS):
+            for splits, graph in graphs.items():
+                times[splits].append(bd.time_us(graph.replay, bd.WARMUP, bd.REPS, flush))
+        cudnn = sdpa["cudnn"][0]
+        row = {"batch": batch, "nheads_k": nheads_k, "cache_len": cache_len, "sdpa_cudnn_us": cudnn,
+               "us_by_splits": {str(s): statistics.median(t) for s, t in times.items()}}
+        records.append(row)
+        cells = "  ".join(f"{s}: {row['us_by_splits'][str(s)]:7.1f}" for s in args.splits)
+        print(f"batch {batch:3d} kv heads {nheads_k:2d} cache {cache_len:6d} | cuDNN {cudnn or 0:7.1f} | {cells}",
+              flush=True)
+        del graphs, k_cache, v_cache
+        torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "command": " ".join(sys.argv), "records": records}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()
