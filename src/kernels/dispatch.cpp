@@ -241,7 +241,6 @@ constexpr int kKvcBlockM = 64;         // packed query rows per block (KvcTileSh
 constexpr int kKvcBlockN = 64;  // the Ampere-class kernel's keys a tile up to head dim 128 (32 above), for the heuristic
 constexpr int kKvcMinTilesPerSplit = 2;  // a split's key tiles: fewer would not pay for the combine
 constexpr int kKvcMaxSplits = 128;
-constexpr double kKvcGoodEnough = 0.85;  // of the best wave efficiency: the fewest splits that reach it win
 constexpr double kKvcFilled = 0.9;       // blocks per SM from which a grid is left unsplit
 
 }  // namespace
@@ -250,8 +249,8 @@ constexpr double kKvcFilled = 0.9;       // blocks per SM from which a grid is l
 // block an SM already draws the memory system's bandwidth: a grid that fills the SMs is left whole, since splits would
 // only add the combine (a second kernel, 3-4 us at batch 16 on an H100). A smaller grid is split: blocks all take
 // about as long, so by how full the last wave of resident blocks is (efficiency = waves / ceil(waves) over
-// `slots`), the fewest splits whose efficiency is within kKvcGoodEnough of the best.
-int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slots) {
+// `slots`), the fewest splits whose efficiency is within `good_enough` of the best.
+int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slots, double good_enough) {
     const int64_t most = std::min<int64_t>(kKvcMaxSplits, std::max<int64_t>(1, key_tiles / kKvcMinTilesPerSplit));
     if (blocks <= 0 || slots <= 0 || key_tiles <= 0) return 1;
     if (double(blocks) >= kKvcFilled * double(sm_count)) return 1;
@@ -262,7 +261,7 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
     double best = 0.0;
     for (int64_t s = 1; s <= most; ++s) best = std::max(best, efficiency(s));
     for (int64_t s = 1; s <= most; ++s)
-        if (efficiency(s) >= kKvcGoodEnough * best) {
+        if (efficiency(s) >= good_enough * best) {
             // Splits take ceil(key_tiles / s) tiles each: drop the ones that would be left with none.
             const int64_t per_split = (key_tiles + s - 1) / s;
             return static_cast<int>((key_tiles + per_split - 1) / per_split);
@@ -301,7 +300,16 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const int64_t keys_per_tile = block_n / head_group;
     const int64_t key_tiles = (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;  // of the cache's capacity
     int64_t splits = p.num_splits;
-    if (splits <= 0) splits = kvc_splits(blocks, key_tiles, sm_count, int64_t(sm_count) * std::max(blocks_per_sm, 1));
+    const int64_t slots = int64_t(sm_count) * std::max(blocks_per_sm, 1);
+    if (splits <= 0) {
+        splits = kvc_splits(blocks, key_tiles, sm_count, slots);
+        // More splits than a cluster merges (the Hopper kernel's batch 1 x 8 kv heads from 4k keys): the combine runs
+        // anyway, so the count that fills the resident slots' waves. At 64k keys 32 splits read 106-108 us where the
+        // 0.85 rule's 29 read 108-110 (cuDNN 106-108); with clusters in reach the fuller counts were not better
+        // (bench/NOTES.md, "kv-cache: split counts by measurement").
+        if (cluster_capacity && splits > kKvcClusterMax)
+            splits = kvc_splits(blocks, key_tiles, sm_count, slots, kKvcFillWaves);
+    }
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
     if (p.seqlen_q == 0) plan.num_splits = 1;

@@ -25,8 +25,12 @@ size_t backward_workspace_bytes(const AttnParams& p);
 void run_kvcache(const AttnParams& p);
 size_t kvcache_workspace_bytes(const AttnParams& p);
 // The kv-cache forward's split count: `blocks` thread blocks with `key_tiles` key tiles each, on `sm_count` SMs that
-// hold `slots` resident blocks (SMs x blocks per SM).
-int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slots);
+// hold `slots` resident blocks (SMs x blocks per SM); the fewest splits whose last wave is within `good_enough` of the
+// best wave efficiency (dispatch.cpp: 0.85, or kKvcFillWaves where the combine runs anyway).
+constexpr double kKvcGoodEnough = 0.85;
+constexpr double kKvcFillWaves = 0.95;
+int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slots,
+               double good_enough = kKvcGoodEnough);
 
 // Whether a kv-cache call's K/V copies are marked evict-first in L2: where the call reads at most
 // kKvcReadOnceL2Multiple times the L2 (kv_bytes: its K and V at the caches' capacity), so that the writes-back of the

@@ -39,6 +39,13 @@ TEST(KvcSplits, FewBlocksSplitAsFarAsTheTilesAllow) {
     EXPECT_EQ(kvc_splits(8, 4, kSms, kSms * 2), 2);
 }
 
+TEST(KvcSplits, FillingTheWavesTakesTheFullerCount) {
+    // batch 1 x 8 kv heads, 64k keys: 29 splits reach 0.88 of a full wave; 32 reach 0.97 (33 would fill it)
+    EXPECT_EQ(kvc_splits(8, 1024, kSms, kSms * 2), 29);
+    EXPECT_EQ(kvc_splits(8, 1024, kSms, kSms * 2, kKvcFillWaves), 32);
+    EXPECT_EQ(kvc_splits(512, 256, kSms, kSms * 2, kKvcFillWaves), 1);  // a full grid stays whole either way
+}
+
 TEST(KvcSplits, CappedAt128) {
     EXPECT_LE(kvc_splits(1, 1 << 20, kSms, kSms * 4), 128);
 }
