@@ -241,6 +241,7 @@ constexpr int kKvcBlockM = 64;         // packed query rows per block (KvcTileSh
 constexpr int kKvcBlockN = 64;  // the Ampere-class kernel's keys a tile up to head dim 128 (32 above), for the heuristic
 constexpr int kKvcMinTilesPerSplit = 2;  // a split's key tiles: fewer would not pay for the combine
 constexpr int kKvcMaxSplits = 128;
+constexpr int kKvcLongSplitTiles = 16;  // a split's key tiles from which the fuller count pays (1k keys of 64)
 constexpr double kKvcFilled = 0.9;       // blocks per SM from which a grid is left unsplit
 
 }  // namespace
@@ -304,11 +305,14 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     if (splits <= 0) {
         splits = kvc_splits(blocks, key_tiles, sm_count, slots);
         // More splits than a cluster merges (the Hopper kernel's batch 1 x 8 kv heads from 4k keys): the combine runs
-        // anyway, so the count that fills the resident slots' waves. At 64k keys 32 splits read 106-108 us where the
-        // 0.85 rule's 29 read 108-110 (cuDNN 106-108); with clusters in reach the fuller counts were not better
-        // (bench/NOTES.md, "kv-cache: split counts by measurement").
-        if (cluster_capacity && splits > kKvcClusterMax)
-            splits = kvc_splits(blocks, key_tiles, sm_count, slots, kKvcFillWaves);
+        // anyway, so the count that fills the resident slots' waves, where its splits stay long. At 64k keys 32 splits
+        // (32 tiles each) read 106-109 us where the 0.85 rule's 29 read 108-110 (cuDNN 106-108); at 16k keys (8 tiles
+        // each) 32 splits were no faster with one query a head and 4.5% slower with four, and with clusters in reach
+        // the fuller counts were not better (bench/NOTES.md, "kv-cache: split counts by measurement").
+        if (cluster_capacity && splits > kKvcClusterMax) {
+            const int fuller = kvc_splits(blocks, key_tiles, sm_count, slots, kKvcFillWaves);
+            if (key_tiles / fuller >= kKvcLongSplitTiles) splits = fuller;
+        }
     }
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
