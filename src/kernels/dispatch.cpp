@@ -273,9 +273,9 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
 // Evict-first K/V copies: L2 holds what earlier work wrote and has not written back (a decode step follows kernels
 // that wrote their outputs). Read with the normal policy, the cache's stream pushes those dirty lines out and their
 // writes-back share the call's DRAM bandwidth; marked evict-first, the stream's own lines (read once) are the ones
-// replaced. On an H100 (50 MiB L2) after a 256 MiB write, calls of 67 MB of K/V read 4-13% faster so and calls of
-// 134 MB 5-6%, while calls of 268 MB-1 GB read 1-5% slower (bench/NOTES.md, "kv-cache: evict-first copies"): the
-// rule takes the hint for calls up to 4x the L2 (210 MB there), between the two.
+// replaced. On an H100 (50 MiB L2) after a 256 MiB write, the hint made calls of 67 MB of K/V 4-13% faster and calls
+// of 134 MB 5-6%, but calls of 268 MB-1 GB 1-5% slower (bench/NOTES.md, "kv-cache: evict-first copies"): the rule
+// takes it for calls up to 4x the L2 (210 MB there), between the two.
 constexpr int64_t kKvcReadOnceL2Multiple = 4;
 // FLASHATTN_KVC_READ_ONCE=0 never marks the copies, =1 always (for comparison); unset, the rule decides.
 constexpr const char* kKvcReadOnceVariable = "FLASHATTN_KVC_READ_ONCE";

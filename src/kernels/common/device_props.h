@@ -1,5 +1,5 @@
-// What the launches ask of the current CUDA device (its SM count, compute capability, L2 size), asked of the runtime once per
-// device and kept.
+// What the launches ask of the current CUDA device (its SM count, compute capability, L2 size), asked of the runtime
+// once per device and kept.
 #pragma once
 
 #include <cstdint>
