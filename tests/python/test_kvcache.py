@@ -256,6 +256,32 @@ def test_one_sequence_many_splits(device, cluster, page_size, monkeypatch):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("read_once,page_size", [("0", None), ("1", None), ("0", 16), ("1", 16)])
+def test_l2_policy_either_way(device, read_once, page_size, monkeypatch):
+    # The Hopper kernel's K/V copies carry an evict-first L2 hint on calls of up to 4x the L2's bytes (every call
+    # here); FLASHATTN_KVC_READ_ONCE=0 / 1 forces the plain copies / the hint, so both paths are checked.
+    monkeypatch.setenv("FLASHATTN_KVC_READ_ONCE", read_once)
+    check(device, torch.bfloat16, batch=2, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=700,
+          seqlen_new=1, page_size=page_size, causal=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the L2 hint is the GPU kernel's")
+def test_l2_policy_gives_the_same_bits(monkeypatch):
+    # A cache hint changes where lines go in L2, never a value: the outputs of both forms are equal to the bit.
+    gen = torch.Generator().manual_seed(7)
+    randn = lambda *shape: torch.randn(*shape, generator=gen).to("cuda", torch.bfloat16)
+    q, k_cache, v_cache = randn(3, 1, 32, 128), randn(3, 1000, 8, 128), randn(3, 1000, 8, 128)
+    lengths = torch.tensor([1000, 517, 3], dtype=torch.int32, device="cuda")
+    results = []
+    for read_once in ("0", "1"):
+        monkeypatch.setenv("FLASHATTN_KVC_READ_ONCE", read_once)
+        results.append(flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True,
+                                               return_softmax_lse=True))
+    (out0, lse0), (out1, lse1) = results
+    assert torch.equal(out0, out1) and torch.equal(lse0, lse1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_sequences_that_see_no_key(device):
     # Length 0 and nothing appended: out 0 and lse +inf for that sequence; others normal, with splits.
     check(device, torch.float32, batch=3, seqlen_q=2, seqlen_new=0, seqlen_cache=600, lengths=[0, 300, 599],
