@@ -361,7 +361,8 @@ bool use_sm90_kvcache(const AttnParams& p) {
 // no kernel is compiled (the run is refused).
 KvcPlan kvc_plan_for(const AttnParams& p) {
     if (use_sm90_kvcache(p)) {
-        const int sm_count = current_sm_count(), blocks_per_sm = kvc_sm90_blocks_per_sm(p);
+        const DeviceProps& device = current_device_props();
+        const int sm_count = device.sm_count, blocks_per_sm = kvc_sm90_blocks_per_sm(p);
         const int group = kvc_sm90_head_group(p, int64_t(sm_count) * blocks_per_sm);
         KvcPlan plan =
             make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), group, kvc_sm90_cluster_capacity);
@@ -369,7 +370,7 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const int64_t kv_bytes = int64_t(p.batch) * p.nheads_k * p.seqlen_k * (p.head_dim + p.head_dim_v) * kElemBytes;
         const char* choice = std::getenv(kKvcReadOnceVariable);
         plan.kv_read_once = choice && *choice ? std::strcmp(choice, "0") != 0
-                                              : kvc_reads_once(kv_bytes, current_device_props().l2_bytes);
+                                              : kvc_reads_once(kv_bytes, device.l2_bytes);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);
