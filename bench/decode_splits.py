@@ -4,7 +4,9 @@ after an L2 flush as bench/bench_decode.py times it, with PyTorch SDPA (cuDNN) o
 
     python3 bench/decode_splits.py --shapes 1:8:1024 1:8:65536 --splits 0 4 8 16 32 --json out.json
 
-A shape is batch:nheads_k:cache_len (seqlen_q 1, nheads_q 32, head dim 128, bf16, causal, as bench_decode.py).
+A shape is batch:nheads_k:cache_len[:page] (seqlen_q 1, nheads_q 32, head dim 128, bf16, causal, as bench_decode.py);
+with a page size the cache is paged as bench_decode.py pages it (the dense cache's storage cut into pages, the block
+table a random permutation).
 """
 import argparse
 import json
@@ -21,8 +23,9 @@ ROUNDS = 3  # each (shape, count) timed this many times, interleaved with the ot
 
 
 def parse_shape(text):
-    batch, nheads_k, cache_len = (int(x) for x in text.split(":"))
-    return batch, nheads_k, cache_len
+    fields = [int(x) for x in text.split(":")]
+    batch, nheads_k, cache_len = fields[:3]
+    return batch, nheads_k, cache_len, (fields[3] if len(fields) > 3 else None)
 
 
 def main():
@@ -36,29 +39,35 @@ def main():
     flush = torch.empty(bd.L2_FLUSH_BYTES, dtype=torch.uint8, device=bd.DEVICE)
     records = []
     for text in args.shapes:
-        batch, nheads_k, cache_len = parse_shape(text)
+        batch, nheads_k, cache_len, page = parse_shape(text)
         gen = torch.Generator(device=bd.DEVICE).manual_seed(bd.shape_seed(nheads_k, 1, batch, cache_len))
         q = torch.randn(batch, 1, bd.NHEADS_Q, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
         sdpa = bd.run_sdpa(q, gen, batch, nheads_k, cache_len, bd.sdpa_has_enable_gqa(), bd.WARMUP, bd.REPS, flush)
         k_cache = torch.randn(batch, cache_len, nheads_k, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
         v_cache = torch.randn_like(k_cache)
         lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=bd.DEVICE)
+        block_table = None
+        if page:
+            blocks = batch * cache_len // page
+            block_table = torch.randperm(blocks, device=bd.DEVICE, generator=gen).view(batch, -1).to(torch.int32)
+            k_cache = k_cache.view(blocks, page, nheads_k, bd.HEAD_DIM)
+            v_cache = v_cache.view(blocks, page, nheads_k, bd.HEAD_DIM)
         graphs = {}
         for splits in args.splits:
             call = (lambda s: lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True,
-                                                             num_splits=s))(splits)
+                                                             block_table=block_table, num_splits=s))(splits)
             graphs[splits] = bd.graph_of(call)
         times = {s: [] for s in args.splits}
         for _ in range(ROUNDS):
             for splits, graph in graphs.items():
                 times[splits].append(bd.time_us(graph.replay, bd.WARMUP, bd.REPS, flush))
         cudnn = sdpa["cudnn"][0]
-        row = {"batch": batch, "nheads_k": nheads_k, "cache_len": cache_len, "sdpa_cudnn_us": cudnn,
+        row = {"batch": batch, "nheads_k": nheads_k, "cache_len": cache_len, "page_size": page, "sdpa_cudnn_us": cudnn,
                "us_by_splits": {str(s): statistics.median(t) for s, t in times.items()}}
         records.append(row)
         cells = "  ".join(f"{s}: {row['us_by_splits'][str(s)]:7.1f}" for s in args.splits)
-        print(f"batch {batch:3d} kv heads {nheads_k:2d} cache {cache_len:6d} | cuDNN {cudnn or 0:7.1f} | {cells}",
-              flush=True)
+        where = f"batch {batch:3d} kv heads {nheads_k:2d} cache {cache_len:6d} page {page or '-':>3}"
+        print(f"{where} | cuDNN {cudnn or 0:7.1f} | {cells}", flush=True)
         del graphs, k_cache, v_cache
         torch.cuda.empty_cache()
     if args.json:

@@ -383,6 +383,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     });
                 }
                 const float alibi_slope = p.alibi_slopes ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
+                const int alibi_shift = seq.seqlen_k - seq.seqlen_q;  // ALiBi's distance in 32 bits
                 for_each_score([&](float& s_acc, float& dp_acc, int key, int mc, int e) {
                     const int row = m0 + mc;
                     float s = s_acc;
@@ -394,7 +395,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const AttnParams p,
                     } else if (transform_scores) {
                         s *= p.scale;
                     }
-                    if (p.alibi_slopes) s += alibi_bias(alibi_slope, row, key, seq.seqlen_q, seq.seqlen_k);
+                    if (p.alibi_slopes) s += alibi_bias_at(alibi_slope, row + alibi_shift - key);
                     float prob = ptx::exp2_fast(s * exp2_mult - sLse[mc] * kLog2e);
                     if (!((visible_bits >> e) & 1)) prob = 0.f;
                     float dp = dp_acc;

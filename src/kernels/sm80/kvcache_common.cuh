@@ -260,6 +260,8 @@ __device__ __forceinline__ void kvc_prepare_scores(float (&s)[kNTiles][4], const
                                                    float softcap_in, const KvcTileCols& cols = {}) {
     auto key_of = [&](int nt, int j) { return col0 + (kGrouped ? cols.key(nt) : nt * 8) + 2 * tig + j; };
     if (transform) {
+        // ALiBi's distance in 32 bits (the lengths are int32): a row's origin once, then one subtraction a score.
+        const int origin[2] = {rows.token[0] + seqlen_k - p.seqlen_q, rows.token[1] + seqlen_k - p.seqlen_q};
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
@@ -267,7 +269,7 @@ __device__ __forceinline__ void kvc_prepare_scores(float (&s)[kNTiles][4], const
                 float x = s[nt][i];
                 x = p.softcap > 0.f ? p.softcap * ptx::tanh_fast(x * softcap_in) : x * p.scale;
                 const int col = key_of(nt, i % 2);
-                s[nt][i] = x + alibi_bias(rows.slope[i / 2], rows.token[i / 2], col, p.seqlen_q, seqlen_k);
+                s[nt][i] = x + alibi_bias_at(rows.slope[i / 2], origin[i / 2] - col);
             }
     }
     if (masked) {
