@@ -70,8 +70,14 @@ for shape in "${shapes[@]}"; do
       --nvtx --nvtx-include "profiled/" --metrics "$metrics" --csv \
       python3 "$driver" "$batch" "$nheads_k" "$cache_len" $peer > /tmp/ncu_l2_run.log 2>&1
     echo "rc $?" >> "$report"
-    mkdir -p "$out/ncu_l2_logs"; cp /tmp/ncu_l2_run.log "$out/ncu_l2_logs/b${batch}_hk${nheads_k}_L${cache_len}_$variant.csv"
-    grep -E '^"[0-9]' /tmp/ncu_l2_run.log | awk -F'","' '{print $5 " | " $(NF-2) " " $(NF-1) " " $NF}' >> "$report"
+    mkdir -p "$out/ncu_l2_logs"
+    cp /tmp/ncu_l2_run.log "$out/ncu_l2_logs/b${batch}_hk${nheads_k}_L${cache_len}_$variant.csv"
+    python3 -c 'import csv, sys
+lines = open(sys.argv[1]).read().splitlines()
+start = next((i for i, line in enumerate(lines) if line.startswith("\"ID\"")), len(lines))
+for row in csv.DictReader(lines[start:]):
+    print(row["Kernel Name"][:40], "|", row["Metric Name"], row["Metric Value"], row["Metric Unit"])' \
+      /tmp/ncu_l2_run.log >> "$report"
   done
 done
 cat "$report"
