@@ -19,47 +19,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}; mkdir -p "$out"
 detail=/tmp/flashattn_ncu_decode; rm -rf "$detail"; mkdir -p "$detail"
-driver=/tmp/flashattn_ncu_decode.py
-cat > "$driver" <<'EOF'
-import sys
-
-import torch
-
-from flashattn import flash_attn_with_kvcache
-
-batch, nheads_k, cache_len, page = (int(a) for a in sys.argv[1:5])
-peer = len(sys.argv) > 5 and sys.argv[5] == "cudnn"
-dev, dt = "cuda", torch.bfloat16
-g = torch.Generator(device=dev).manual_seed(0)
-q = torch.randn(batch, 1, 32, 128, device=dev, dtype=dt, generator=g)
-k = torch.randn(batch, cache_len, nheads_k, 128, device=dev, dtype=dt, generator=g)
-v = torch.randn_like(k)
-lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=dev)
-table = None
-if page:  # the dense cache's rows, pages in a random order (as bench/bench_decode.py)
-    blocks = batch * cache_len // page
-    order = torch.randperm(blocks, device=dev, generator=g)
-    placed = order.argsort()  # pool block order[j] holds logical block j
-    k = k.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
-    v = v.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
-    table = order.to(torch.int32).reshape(batch, -1)
-if peer:  # SDPA on the contiguous (batch, heads, seqlen, hdim) cache, as bench/bench_decode.py times it
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
-    def call():
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
-else:
-    def call():
-        flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, block_table=table, causal=True)
-for _ in range(3):  # warm: the clocks, the table's and the library's first-call work
-    call()
-torch.cuda.synchronize()
-torch.cuda.nvtx.range_push("profiled")
-call()
-torch.cuda.nvtx.range_pop()
-torch.cuda.synchronize()
-EOF
+driver="$root/bench/ncu_decode_call.py"
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables
           --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy
           --section SourceCounters)

@@ -15,43 +15,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}; mkdir -p "$out"
-driver=/tmp/flashattn_ncu_l2_policy.py
-cat > "$driver" <<'EOF'
-import sys
-
-import torch
-
-from flashattn import flash_attn_with_kvcache
-
-FLUSH_BYTES = 256 << 20  # as bench/bench_decode.py's L2_FLUSH_BYTES
-batch, nheads_k, cache_len = (int(a) for a in sys.argv[1:4])
-peer = len(sys.argv) > 4 and sys.argv[4] == "cudnn"
-dev, dt = "cuda", torch.bfloat16
-g = torch.Generator(device=dev).manual_seed(0)
-q = torch.randn(batch, 1, 32, 128, device=dev, dtype=dt, generator=g)
-k = torch.randn(batch, cache_len, nheads_k, 128, device=dev, dtype=dt, generator=g)
-v = torch.randn_like(k)
-lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=dev)
-flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=dev)
-if peer:
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
-    def call():
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
-else:
-    def call():
-        flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, causal=True)
-for _ in range(3):
-    flush.zero_()
-    call()
-torch.cuda.synchronize()
-flush.zero_()
-torch.cuda.nvtx.range_push("profiled")
-call()
-torch.cuda.nvtx.range_pop()
-torch.cuda.synchronize()
-EOF
+driver="$root/bench/ncu_decode_call.py"
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum
 metrics+=,lts__t_sector_op_read_hit_rate.pct,lts__t_sectors_op_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
 report="$out/ncu_l2_policy.txt"; : > "$report"
@@ -68,7 +32,7 @@ for shape in "${shapes[@]}"; do
     echo "== batch $batch kv heads $nheads_k cache $cache_len: $variant" >> "$report"
     env "${envs[@]}" timeout 200 ncu --clock-control none --cache-control none --replay-mode application \
       --nvtx --nvtx-include "profiled/" --metrics "$metrics" --csv \
-      python3 "$driver" "$batch" "$nheads_k" "$cache_len" $peer > /tmp/ncu_l2_run.log 2>&1
+      python3 "$driver" "$batch" "$nheads_k" "$cache_len" 0 $peer --flush > /tmp/ncu_l2_run.log 2>&1
     echo "rc $?" >> "$report"
     mkdir -p "$out/ncu_l2_logs"
     cp /tmp/ncu_l2_run.log "$out/ncu_l2_logs/b${batch}_hk${nheads_k}_L${cache_len}_$variant.csv"
