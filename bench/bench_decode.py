@@ -251,6 +251,21 @@ def make_record(nheads_k, seqlen_q, batch, cache_len, page, ours, sdpa, copy_tbs
     return rec
 
 
+def paged_cache(k_cache, v_cache, page, gen, page_order="random"):
+    """The dense (batch, cache_len, nheads_k, hdim) caches as a pool of pages and its block table: the pool is the
+    dense cache's storage cut into pages (no second copy, so the memory budget holds); a random permutation scatters
+    each sequence's pages over the pool as a paged allocator's would be after some churn. Which values a page holds
+    does not matter to the timing. "sequential" keeps the dense cache's addresses exactly: what is left is the cost of
+    the block-table path itself."""
+    batch, cache_len, nheads_k, head_dim = k_cache.shape
+    blocks = batch * cache_len // page
+    order = (torch.arange(blocks, device=k_cache.device) if page_order == "sequential"
+             else torch.randperm(blocks, device=k_cache.device, generator=gen))
+    block_table = order.view(batch, -1).to(torch.int32)
+    return (k_cache.view(blocks, page, nheads_k, head_dim), v_cache.view(blocks, page, nheads_k, head_dim),
+            block_table)
+
+
 def run_shape(nheads_k, seqlen_q, batch, cache_len, pages, native_gqa, copy_tbs, warmup, reps, flush,
               page_order="random"):
     """The records of one shape: SDPA once on its contiguous cache, then flashattn dense and for each page size."""
@@ -269,16 +284,7 @@ def run_shape(nheads_k, seqlen_q, batch, cache_len, pages, native_gqa, copy_tbs,
             refused = (None, f"cache length {cache_len} is not a multiple of page {page}")
             ours = {"flashattn": refused, "nosplit": refused, "graph": refused}
         else:
-            # The block pool is the dense cache's storage cut into pages (no second copy, so the memory budget
-            # holds); a random permutation scatters each sequence's pages over the pool as a paged allocator's
-            # would be after some churn. Which values a page holds does not matter to the timing. "sequential"
-            # keeps the dense cache's addresses exactly: what is left is the cost of the block-table path itself.
-            blocks = batch * cache_len // page
-            order = (torch.arange(blocks, device=DEVICE) if page_order == "sequential"
-                     else torch.randperm(blocks, device=DEVICE, generator=gen))
-            block_table = order.view(batch, -1).to(torch.int32)
-            k_pool = k_cache.view(blocks, page, nheads_k, HEAD_DIM)
-            v_pool = v_cache.view(blocks, page, nheads_k, HEAD_DIM)
+            k_pool, v_pool, block_table = paged_cache(k_cache, v_cache, page, gen, page_order)
             ours = run_flashattn(q, k_pool, v_pool, lengths, block_table, warmup, reps, flush)
         records.append(make_record(nheads_k, seqlen_q, batch, cache_len, page, ours, sdpa, copy_tbs))
     return records

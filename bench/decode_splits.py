@@ -48,10 +48,7 @@ def main():
         lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=bd.DEVICE)
         block_table = None
         if page:
-            blocks = batch * cache_len // page
-            block_table = torch.randperm(blocks, device=bd.DEVICE, generator=gen).view(batch, -1).to(torch.int32)
-            k_cache = k_cache.view(blocks, page, nheads_k, bd.HEAD_DIM)
-            v_cache = v_cache.view(blocks, page, nheads_k, bd.HEAD_DIM)
+            k_cache, v_cache, block_table = bd.paged_cache(k_cache, v_cache, page, gen)
         graphs = {}
         for splits in args.splits:
             call = (lambda s: lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True,
