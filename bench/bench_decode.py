@@ -267,19 +267,28 @@ def paged_cache(k_cache, v_cache, page, gen, page_order="random"):
 
 
 def run_shape(nheads_k, seqlen_q, batch, cache_len, pages, native_gqa, copy_tbs, warmup, reps, flush,
-              page_order="random"):
-    """The records of one shape: SDPA once on its contiguous cache, then flashattn dense and for each page size."""
+              page_order="random", cache_layout="bshd"):
+    """The records of one shape: SDPA once on its contiguous cache, then flashattn dense and for each page size.
+    cache_layout "bhsd": flashattn's dense cache is a (batch, nheads_k, seqlen, hdim) tensor (SDPA's layout) passed
+    as its (batch, seqlen, nheads_k, hdim) view; paged records are refused (a page pool is one contiguous tensor)."""
     gen = torch.Generator(device=DEVICE).manual_seed(shape_seed(nheads_k, seqlen_q, batch, cache_len))
     q = torch.randn(batch, seqlen_q, NHEADS_Q, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
     # SDPA's caches are freed when it returns, before flashattn's are made: one shape's caches at a time.
     sdpa = run_sdpa(q, gen, batch, nheads_k, cache_len, native_gqa, warmup, reps, flush)
-    k_cache = torch.randn(batch, cache_len, nheads_k, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
-    v_cache = torch.randn(batch, cache_len, nheads_k, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
+    if cache_layout == "bhsd":
+        k_cache, v_cache = (torch.randn(batch, nheads_k, cache_len, HEAD_DIM, device=DEVICE, dtype=DTYPE,
+                                        generator=gen).transpose(1, 2) for _ in range(2))
+    else:
+        k_cache = torch.randn(batch, cache_len, nheads_k, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
+        v_cache = torch.randn(batch, cache_len, nheads_k, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
     lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=DEVICE)
     records = []
     for page in pages:
         if page == DENSE:
             ours = run_flashattn(q, k_cache, v_cache, lengths, None, warmup, reps, flush)
+        elif cache_layout == "bhsd":
+            refused = (None, "paged caches only in the (batch, seqlen, nheads_k, hdim) layout")
+            ours = {"flashattn": refused, "nosplit": refused, "graph": refused}
         elif cache_len % page:
             refused = (None, f"cache length {cache_len} is not a multiple of page {page}")
             ours = {"flashattn": refused, "nosplit": refused, "graph": refused}
@@ -362,6 +371,9 @@ def main():
     ap.add_argument("--page-order", choices=["random", "sequential"], default="random",
                     help="block tables: a random permutation of the pool (default), or the pool in order (the dense "
                          "cache's addresses, isolating the cost of the paged code path)")
+    ap.add_argument("--cache-layout", choices=["bshd", "bhsd"], default="bshd",
+                    help="flashattn's dense cache: (batch, seqlen, nheads_k, hdim) as FlashAttention's (default), or "
+                         "a (batch, nheads_k, seqlen, hdim) tensor as SDPA's, passed transposed")
     args = ap.parse_args()
 
     if not torch.cuda.is_available():
@@ -396,7 +408,8 @@ def main():
                               flush=True)
                         continue
                     shape_records = run_shape(nheads_k, seqlen_q, batch, cache_len, args.pages, native_gqa,
-                                              copy_tbs, warmup, reps, flush, args.page_order)
+                                              copy_tbs, warmup, reps, flush, args.page_order,
+                                              args.cache_layout)
                     for rec in shape_records:
                         print(table_row(rec), flush=True)
                         for line in new_errors(rec, seen_errors):
@@ -409,6 +422,7 @@ def main():
     meta = {
         **run_environment(torch, flashattn),
         "dtype": "bfloat16", "head_dim": HEAD_DIM, "nheads_q": NHEADS_Q, "causal": True, "page_order": args.page_order,
+        "cache_layout": args.cache_layout,
         "warmup": warmup, "repetitions": reps,
         "copy_bytes": COPY_BYTES, "copy_tbs": copy_tbs, "copy_note": "device-to-device tensor.copy_, read + write",
         "memory_budget_bytes": MEMORY_BUDGET_BYTES, "skipped": skipped,
