@@ -90,6 +90,18 @@ TEST(KvcHeadGroup, TheLargestGroupWhoseGridStillFillsTheSlots) {
     EXPECT_EQ(kvc_head_group_for_grid(1, 64 * 32, kSlots), 1);
 }
 
+TEST(KvcHeadGroup, DenseCachesGroupedWhereTheGroupedGridFillsTheGpuOnce) {
+    constexpr int64_t kSlots = kSms * 2;
+    EXPECT_EQ(kvc_head_group(kPageBoxRows, 8, 4, kTileRows, kTileKeys), 4);  // a dense cache's most: pieces of 16
+    EXPECT_EQ(kvc_dense_head_group(4, 64 * 8, kSlots), 4);   // 128 blocks of 4: about one an SM
+    EXPECT_EQ(kvc_dense_head_group(4, 16 * 32, kSlots), 4);
+    EXPECT_EQ(kvc_dense_head_group(4, 32 * 32, kSlots), 4);  // 256: all the slots
+    EXPECT_EQ(kvc_dense_head_group(4, 64 * 32, kSlots), 1);  // 512 of 4 would be more than the slots
+    EXPECT_EQ(kvc_dense_head_group(4, 32 * 8, kSlots), 1);   // 64 of 4: splits would fill most of the GPU
+    EXPECT_EQ(kvc_dense_head_group(4, 1 * 8, kSlots), 1);
+    EXPECT_EQ(kvc_dense_head_group(2, 64 * 6, kSlots), 2);   // pairs (6 kv heads): 192 blocks
+}
+
 // The Hopper kernel's evict-first K/V copies (kvc_reads_once): calls of up to four times the L2's bytes.
 TEST(KvcReadsOnce, CallsUpToFourTimesTheL2) {
     constexpr int64_t kL2 = 50 * 1024 * 1024;                  // an H100's

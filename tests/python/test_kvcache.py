@@ -348,6 +348,37 @@ def test_more_units_than_resident_blocks_ragged(device, seqlen_q, page_size, rot
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("nheads,nheads_k,seqlen_q,options", [
+    (32, 8, 1, dict(use_leftpad=True)),                                      # 4 kv heads a block, left padding
+    (32, 8, 4, dict(window_size=(150, 0), softcap=3.0, permute=True, batch_cache=5)),  # cache_batch_idx
+    (32, 8, 5, dict(alibi_slopes="per_batch_head")),                         # 20 rows a kv head: pairs
+    (16, 16, 1, dict(num_splits=3)),                                         # no GQA: 4 kv heads of one row each
+    (12, 6, 2, dict(window_size=(-1, 40), causal=False, rotary_dim=0)),      # 6 kv heads: pairs
+])
+def test_dense_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, options, monkeypatch):
+    # Dense caches read several kv heads a block (kvc_dense_head_group: 16-row pieces of 2 or 4 kv heads, as a cache
+    # of 16-row pages); by default only where the grouped grid fills the GPU about once, so here forced
+    # (FLASHATTN_KVC_HEAD_GROUP=max). Ragged lengths (a partial last piece, a cache empty before the append), left
+    # padding (pieces starting off a multiple of 16), cache_batch_idx, rotary, and the masks and modifiers on top.
+    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "max")
+    options = dict(options)
+    causal = options.pop("causal", True)
+    rotary_dim = options.pop("rotary_dim", 32)
+    check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=128,
+          seqlen_cache=500, seqlen_new=seqlen_q, lengths=[437, 0, 203], rotary_dim=rotary_dim, interleaved=False,
+          causal=causal, **options)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("seqlen_q", [1, 4])
+def test_dense_grouped_by_default_on_a_large_grid(device, seqlen_q):
+    # 64 sequences x 8 kv heads: 512 blocks of one kv head, 128 of four, which the default rule groups on an H100
+    # (kvc_dense_head_group); ragged lengths, no forcing.
+    check(device, torch.bfloat16, batch=64, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,
+          seqlen_cache=200, seqlen_new=seqlen_q, causal=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("nheads,nheads_k,seqlen_q,page_size,options", [
     (32, 8, 1, 16, dict(num_splits=0)),                       # 4 kv heads a block, one row each of 4 query heads
     (32, 8, 4, 16, dict(window_size=(150, 0), softcap=3.0)),  # 4 x 16 rows: the block's 64 rows full

@@ -125,8 +125,11 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
     const auto kernel = prepared_kernel<T>();
-    // A box: a page piece of the block's kv heads (paged), or a whole tile of one kv head (dense).
-    const uint32_t box_rows = p.block_table ? kvc_piece_rows(p.page_size, T::kBlockN / plan.head_group) : T::kBlockN;
+    // A box: a page piece of the block's kv heads (paged), a 16-row piece of them (dense, several kv heads a block),
+    // or a whole tile of one kv head (dense).
+    const uint32_t box_rows = p.block_table         ? kvc_piece_rows(p.page_size, T::kBlockN / plan.head_group)
+                              : plan.head_group > 1 ? kPageBoxRows
+                                                    : T::kBlockN;
     const auto box_heads = static_cast<uint32_t>(plan.head_group);
     const CacheGeometry gk = cache_geometry(p, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
     const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
@@ -183,16 +186,24 @@ int kvc_sm90_block_n(const AttnParams& p) {
 }
 
 int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
-    if (!p.block_table) return 1;
     const char* choice = std::getenv("FLASHATTN_KVC_HEAD_GROUP");
     if (choice && std::strcmp(choice, "1") == 0) return 1;
+    // A dense cache is read several kv heads a block in pieces of kPageBoxRows rows, as a cache of pages that long.
+    const int64_t page_rows = p.block_table ? p.page_size : kPageBoxRows;
     const int most = with_traits(p, [&](auto t) {
         using T = decltype(t);
-        return kvc_head_group(p.page_size, p.nheads_k, int64_t(p.seqlen_q) * (p.nheads / p.nheads_k), T::kBlockM,
+        return kvc_head_group(page_rows, p.nheads_k, int64_t(p.seqlen_q) * (p.nheads / p.nheads_k), T::kBlockM,
                               T::kBlockN);
     });
     if (choice && std::strcmp(choice, "max") == 0) return most;
-    return kvc_head_group_for_grid(most, int64_t(p.batch) * p.nheads_k, slots);
+    if (choice && (std::strcmp(choice, "2") == 0 || std::strcmp(choice, "4") == 0)) {  // experiments: at most 2 or 4
+        int group = most;
+        while (group > std::atoi(choice)) group /= 2;
+        return group;
+    }
+    const int64_t kv_blocks = int64_t(p.batch) * p.nheads_k;
+    if (!p.block_table) return kvc_dense_head_group(most, kv_blocks, slots);
+    return kvc_head_group_for_grid(most, kv_blocks, slots);
 }
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {

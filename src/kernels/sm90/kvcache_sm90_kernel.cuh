@@ -9,13 +9,14 @@
 // One block: one warpgroup computing kBlockM = 64 packed query rows (the query heads that share kv head hk, as the
 // Ampere-class kernel packs them: packed row r is token r / group of query head hk * group + r % group) against one
 // split of the cache, and producer warps that issue the copies (on paged caches two: K's, V's). On paged caches of
-// 16-row pieces a block may take 2 or 4 kv heads (KvcPlan::head_group, kvc_head_group): its rows are then (kv head,
-// packed row) pairs, one copy brings a page piece of all its kv heads, a tile is 64 key-rows of 32 or 16 keys each
-// (KvcTileCols), and each row's scores of the other kv heads' key-rows are masked, so P V adds its own kv head's values
-// alone. K and V tiles of kBlockN key-rows flow through rings of kKStages / kVStages stages: "full" mbarriers complete
-// on the copies' bytes, "empty" ones on one arrival from each consumer warp once its products have read the stage.
-// Dense caches are read in whole tiles through a 4-D tensor map (head dim, cache position, kv head, cache entry); paged
-// ones in pieces (the most rows, 16 up to a tile, that divide the page size), each at its page's block.
+// 16-row pieces, and on dense caches, a block may take 2 or 4 kv heads (KvcPlan::head_group, kvc_head_group): its rows
+// are then (kv head, packed row) pairs, one copy brings a 16-row piece of all its kv heads, a tile is 64 key-rows of
+// 32 or 16 keys each (KvcTileCols), and each row's scores of the other kv heads' key-rows are masked, so P V adds its
+// own kv head's values alone. K and V tiles of kBlockN key-rows flow through rings of kKStages / kVStages stages:
+// "full" mbarriers complete on the copies' bytes, "empty" ones on one arrival from each consumer warp once its products
+// have read the stage. Caches are read through a 4-D tensor map (head dim, cache position, kv head, cache entry):
+// dense ones of one kv head a block in whole tiles; paged ones, and dense ones of several kv heads a block, in pieces
+// (the most rows, 16 up to a tile, that divide the page size; 16 on dense caches), each at its page's block.
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
 // packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits, the splits of a unit are usually one
@@ -73,14 +74,16 @@ constexpr int kvc_sm90_smem_bytes() {
 }
 
 // Producer lanes: the copies of one K or V tile (cache positions [pos0, pos0 + kBlockN / heads) of kv heads
-// [hk, hk + heads)) into `boxes`, completing on `full`. Dense (one kv head): lane 0, one box a 64-column slice, at
-// cache entry `where`. Paged (pieces > 0): lane j < pieces the piece_rows-row piece at pos0 + j * piece_rows of all
-// `heads` kv heads (one box a 64-column slice, its heads one after the other: the tile's key-rows as KvcTileCols
-// reads them), from block `where` (its own lane's lookup); pieces past the sequence are not copied (the masks and the
-// V tail's zeros cover their rows).
+// [hk, hk + heads)) into `boxes`, completing on `full`. Whole tiles (a dense cache, one kv head): lane 0, one box a
+// 64-column slice, at cache entry `where`. In pieces (a paged cache, or a dense one read several kv heads a block):
+// lane j < pieces the piece_rows-row piece at pos0 + j * piece_rows of all `heads` kv heads (one box a 64-column
+// slice, its heads one after the other: the tile's key-rows as KvcTileCols reads them), at row pos % page_rows of
+// block `where` (its own lane's lookup; a dense cache's entry, and page_rows kDensePageRows); pieces past the sequence
+// are not copied (the masks and the V tail's zeros cover their rows).
+constexpr int kDensePageRows = 0x7fffffff;  // a dense cache read in pieces: one page longer than any position
 template <class T, int kBoxCount, typename Elem>
 __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap* map, uint64_t* full, int lane,
-                                                 bool paged, int page_size, int piece_rows, int heads, int pos0,
+                                                 bool pieced, int page_rows, int piece_rows, int heads, int pos0,
                                                  int pieces, int hk, int where, bool hinted, uint64_t policy) {
     // One box: with the L2 `policy` where `hinted` (the plan marks the cache's lines read-once, KvcPlan::kv_read_once).
     auto copy_box = [&](Elem* dst, int bx, int row) {
@@ -89,7 +92,7 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
         else
             ptx::tma_load_4d(dst, map, full, bx * T::kBoxCols, row, hk, where);
     };
-    if (!paged) {
+    if (!pieced) {
         if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx(full, kBoxCount * T::kKvBoxElems * 2);
             for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems, bx, pos0);
@@ -102,7 +105,7 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     if (lane < pieces) {
         const int pos = pos0 + lane * piece_rows;
         for (int bx = 0; bx < kBoxCount; ++bx)
-            copy_box(boxes + bx * T::kKvBoxElems + lane * piece_elems, bx, pos % page_size);
+            copy_box(boxes + bx * T::kKvBoxElems + lane * piece_elems, bx, pos % page_rows);
     }
 }
 
@@ -204,7 +207,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const bool issue_k = warp == T::kProducerWarp, issue_v = !issue_k || blockDim.x == T::kThreadsDense;
         const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
         const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
-        const int piece_rows = table_row ? kvc_piece_rows(p.page_size, keys_per_tile) : T::kBlockN;
+        // In pieces: paged caches, and dense ones read several kv heads a block (pieces of kPageBoxRows rows, the
+        // size KvcTileCols knows, of one page as long as the cache).
+        const bool pieced = table_row || head_group > 1;
+        const int page_rows = table_row ? p.page_size : kDensePageRows;
+        const int piece_rows = table_row ? kvc_piece_rows(p.page_size, keys_per_tile)
+                                         : pieced ? kPageBoxRows : T::kBlockN;
         const uint64_t evict_first = ptx::l2_policy_evict_first();
         for (int i = 0; i < tiles; ++i) {
             const int ks = i % T::kKStages, vs = i % T::kVStages;
@@ -212,21 +220,19 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             const int pos0 = seq.leftpad + n0;
             // Paged: this lane's piece, and the block its page maps to (pieces past the sequence are skipped).
             int where = entry, pieces = 0;
-            if (table_row) {
-                pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
-                where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
-            }
+            if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
+            if (table_row) where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
             if (issue_k) {
                 if (i >= T::kKStages) ptx::mbarrier_wait(&s.k_empty[ks], (i / T::kKStages - 1) % 2);
-                issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, table_row != nullptr,
-                                               p.page_size, piece_rows, head_group, pos0, pieces, hk, where,
+                issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced,
+                                               page_rows, piece_rows, head_group, pos0, pieces, hk, where,
                                                plan.kv_read_once, evict_first);
                 if (i == 0 && lane == 0) kvc_mark(kKvFirstIssue);
             }
             if (issue_v) {
                 if (i >= T::kVStages) ptx::mbarrier_wait(&s.v_empty[vs], (i / T::kVStages - 1) % 2);
-                issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, table_row != nullptr,
-                                                p.page_size, piece_rows, head_group, pos0, pieces, hk, where,
+                issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced,
+                                                page_rows, piece_rows, head_group, pos0, pieces, hk, where,
                                                 plan.kv_read_once, evict_first);
             }
         }
