@@ -102,6 +102,15 @@ TEST(KvcHeadGroup, DenseCachesGroupedWhereTheGroupedGridFillsTheGpuOnce) {
     EXPECT_EQ(kvc_dense_head_group(2, 64 * 6, kSlots), 2);   // pairs (6 kv heads): 192 blocks
 }
 
+TEST(KvcBoxRows, SixteenWithSeveralKvHeadsElseAPieceOrTheTile) {
+    EXPECT_EQ(kvc_box_rows(0, kTileKeys, 1), kTileKeys);     // dense, one kv head: the whole tile
+    EXPECT_EQ(kvc_box_rows(0, kTileKeys, 4), kPageBoxRows);  // dense, 4 kv heads: 16 rows of each
+    EXPECT_EQ(kvc_box_rows(256, kTileKeys, 1), kTileKeys);   // a page holds whole tiles
+    EXPECT_EQ(kvc_box_rows(96, kTileKeys, 1), 32);           // the most rows dividing the page
+    EXPECT_EQ(kvc_box_rows(256, kTileKeys, 2), kPageBoxRows);
+    EXPECT_EQ(kvc_box_rows(16, kTileKeys, 4), kPageBoxRows);
+}
+
 // The Hopper kernel's evict-first K/V copies (kvc_reads_once): calls of up to four times the L2's bytes.
 TEST(KvcReadsOnce, CallsUpToFourTimesTheL2) {
     constexpr int64_t kL2 = 50 * 1024 * 1024;                  // an H100's

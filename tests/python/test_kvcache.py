@@ -385,12 +385,14 @@ def test_dense_grouped_by_default_on_a_large_grid(device, seqlen_q):
     (32, 8, 5, 48, dict(alibi_slopes="per_batch_head")),      # 20 rows a kv head: 2 kv heads a block
     (16, 16, 1, 16, dict(num_splits=3)),                      # no GQA: 4 kv heads of one row each
     (12, 6, 2, 16, dict(window_size=(-1, 40), causal=False)), # 6 kv heads: pairs
+    (32, 8, 1, 64, dict()),                                   # longer pages, read in 16-row pieces of 4 kv heads
+    (32, 8, 5, 256, dict(num_splits=2)),                      # pairs, splits
 ])
-def test_paged_small_pages_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size, options,
-                                                    monkeypatch):
-    # Pages of 16 (or any odd multiple of 16) rows: the Hopper kv-cache kernel takes a page piece of several kv heads
-    # in one copy (kvc_head_group), its rows masked to their own kv head's keys; by default only on grids large
-    # enough to keep two blocks an SM, so here forced (FLASHATTN_KVC_HEAD_GROUP=max). Ragged lengths (a partial last
+def test_paged_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size, options, monkeypatch):
+    # The Hopper kv-cache kernel takes a 16-row page piece of several kv heads in one copy (kvc_head_group), its rows
+    # masked to their own kv head's keys; by default only on some grids (pages of 16 or any odd multiple of 16 where
+    # the grouped grid keeps two blocks an SM, longer pages where it fills the GPU about once), so here forced
+    # (FLASHATTN_KVC_HEAD_GROUP=max). Ragged lengths (a partial last
     # piece, a sequence whose cache was empty before the append), an append across pages, rotary, and the masks and
     # score modifiers on top.
     monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "max")

@@ -11,8 +11,7 @@ namespace flashattn::kernels {
 
 struct KvcPlan {
     int num_splits = 1;
-    // kv heads a block (the Hopper kernel's paged caches with pages shorter than its tile, and dense caches on some
-    // grids: kvc_head_group, kvc_dense_head_group); 1 elsewhere
+    // kv heads a block (the Hopper kernel's, on some grids: kvc_head_group, kvc_dense_head_group); 1 elsewhere
     int head_group = 1;
     void* q_rot = nullptr;         // rotated queries, contiguous (batch, seqlen_q, nheads, head_dim); null: no rotary
     // The Hopper kernel's splits merged inside a thread block cluster (the splits of a unit are one cluster, their
@@ -52,8 +51,14 @@ FLASHATTN_HD constexpr int kvc_piece_rows(int64_t page_size, int block_n) {
     return rows;
 }
 
-// The Hopper kv-cache kernel's kv heads a block on a paged cache (1: pages a multiple of its tile); a dense cache is
-// passed as pages of kPageBoxRows rows (kvc_dense_head_group then decides).
+// Rows a copy of the Hopper kv-cache kernel (its box): kPageBoxRows with several kv heads a block (the size its tile
+// arithmetic, KvcTileCols, knows), else a page piece (paged, page_size > 0) or the whole tile (dense).
+FLASHATTN_HD constexpr int kvc_box_rows(int64_t page_size, int block_n, int head_group) {
+    return head_group > 1 ? kPageBoxRows : page_size > 0 ? kvc_piece_rows(page_size, block_n) : block_n;
+}
+
+// The Hopper kv-cache kernel's kv heads a block on a paged cache of 16-row pieces (1 for longer pieces: those caches,
+// and dense ones, are passed as pages of kPageBoxRows rows and kvc_dense_head_group decides).
 // Why: with pages shorter than a tile, a tile of one kv head is several small copies from scattered pages (16 rows of
 // 256 bytes, 2 KB apart, at page 16), and the memory system serves those 1-4% slower than a dense cache's
 // (bench/probe_kv_stream.cu; four kv heads a copy took half of that back). The cache's (position, kv head) rows of
@@ -83,14 +88,14 @@ FLASHATTN_HD constexpr int kvc_head_group_for_grid(int group_max, int64_t kv_blo
     return 1;
 }
 
-// Dense caches: kv heads a block, group_max (kvc_head_group with pages of kPageBoxRows rows) or 1. Why: a block of 4
-// kv heads reads 1 KB runs of the (batch, seq, head, dim) cache (16 rows of 4 heads) where one of one kv head reads
-// 256-byte rows 2 KB apart. On an H100 (bench/NOTES.md, "kv-cache: dense caches several kv heads a block") the
-// grouped grid read 0.5-2.3% faster where it held about a block an SM (batch 64 x 8 kv heads and 16 x 32: 128 blocks
-// of 4, split to fill), within 0.5% either side at 256 blocks (32 x 32), 1% faster in one run and 1% slower in the
-// next at 512 (64 x 32: more than the slots), and 1-7% slower where splits had to fill most of the GPU (batch 1-32 x
-// 8 kv heads, 1-8 x 32). Hence grouped only where the grouped grid is between kKvcDenseGroupFilled of the slots and
-// all of them.
+// Dense caches and pages of longer pieces: kv heads a block, group_max (kvc_head_group with pages of kPageBoxRows
+// rows) or 1. Why: a block of 4 kv heads reads 1 KB runs of the (batch, seq, head, dim) cache (16 rows of 4 heads)
+// where one of one kv head reads 256-byte rows 2 KB apart. On an H100 (bench/NOTES.md, "kv-cache: dense caches
+// several kv heads a block") the grouped grid read 0.5-2.3% faster where it held about a block an SM (batch 64 x 8 kv
+// heads and 16 x 32: 128 blocks of 4, split to fill), within 0.5% either side at 256 blocks (32 x 32), 1% faster in
+// one run and 1% slower in the next at 512 (64 x 32: more than the slots), and 1-7% slower where splits had to fill
+// most of the GPU (batch 1-32 x 8 kv heads, 1-8 x 32). Hence grouped only where the grouped grid is between
+// kKvcDenseGroupFilled of the slots and all of them.
 constexpr double kKvcDenseGroupFilled = 0.45;
 FLASHATTN_HD constexpr int kvc_dense_head_group(int group_max, int64_t kv_blocks, int64_t slots) {
     const int64_t grouped = kv_blocks / group_max;

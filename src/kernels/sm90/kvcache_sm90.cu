@@ -125,11 +125,9 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
     const auto kernel = prepared_kernel<T>();
-    // A box: a page piece of the block's kv heads (paged), a 16-row piece of them (dense, several kv heads a block),
-    // or a whole tile of one kv head (dense).
-    const uint32_t box_rows = p.block_table         ? kvc_piece_rows(p.page_size, T::kBlockN / plan.head_group)
-                              : plan.head_group > 1 ? kPageBoxRows
-                                                    : T::kBlockN;
+    // A box: a 16-row piece of the block's kv heads (several a block), a page piece of one (paged), or a whole tile.
+    const auto box_rows =
+        static_cast<uint32_t>(kvc_box_rows(p.block_table ? p.page_size : 0, T::kBlockN, plan.head_group));
     const auto box_heads = static_cast<uint32_t>(plan.head_group);
     const CacheGeometry gk = cache_geometry(p, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
     const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
@@ -188,11 +186,11 @@ int kvc_sm90_block_n(const AttnParams& p) {
 int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     const char* choice = std::getenv("FLASHATTN_KVC_HEAD_GROUP");
     if (choice && std::strcmp(choice, "1") == 0) return 1;
-    // A dense cache is read several kv heads a block in pieces of kPageBoxRows rows, as a cache of pages that long.
-    const int64_t page_rows = p.block_table ? p.page_size : kPageBoxRows;
+    // Any cache may be read several kv heads a block in pieces of kPageBoxRows rows (a dense one as a cache of pages
+    // that long): the most its tile allows.
     const int most = with_traits(p, [&](auto t) {
         using T = decltype(t);
-        return kvc_head_group(page_rows, p.nheads_k, int64_t(p.seqlen_q) * (p.nheads / p.nheads_k), T::kBlockM,
+        return kvc_head_group(kPageBoxRows, p.nheads_k, int64_t(p.seqlen_q) * (p.nheads / p.nheads_k), T::kBlockM,
                               T::kBlockN);
     });
     if (choice && std::strcmp(choice, "max") == 0) return most;
@@ -202,8 +200,11 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
         return group;
     }
     const int64_t kv_blocks = int64_t(p.batch) * p.nheads_k;
-    if (!p.block_table) return kvc_dense_head_group(most, kv_blocks, slots);
-    return kvc_head_group_for_grid(most, kv_blocks, slots);
+    // Pages read in 16-row pieces anyway (an odd multiple of 16 rows) group on every grid that stays full; dense
+    // caches and longer pieces only where the grouped grid fills the GPU about once.
+    const bool page_pieces = p.block_table && kvc_piece_rows(p.page_size, kvc_sm90_block_n(p)) == kPageBoxRows;
+    if (page_pieces) return kvc_head_group_for_grid(most, kv_blocks, slots);
+    return kvc_dense_head_group(most, kv_blocks, slots);
 }
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {

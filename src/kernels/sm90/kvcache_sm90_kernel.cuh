@@ -207,12 +207,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const bool issue_k = warp == T::kProducerWarp, issue_v = !issue_k || blockDim.x == T::kThreadsDense;
         const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
         const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
-        // In pieces: paged caches, and dense ones read several kv heads a block (pieces of kPageBoxRows rows, the
-        // size KvcTileCols knows, of one page as long as the cache).
+        // In pieces: paged caches, and dense ones read several kv heads a block (as one page as long as the cache).
         const bool pieced = table_row || head_group > 1;
         const int page_rows = table_row ? p.page_size : kDensePageRows;
-        const int piece_rows = table_row ? kvc_piece_rows(p.page_size, keys_per_tile)
-                                         : pieced ? kPageBoxRows : T::kBlockN;
+        const int piece_rows = kvc_box_rows(table_row ? p.page_size : 0, T::kBlockN, head_group);
         const uint64_t evict_first = ptx::l2_policy_evict_first();
         for (int i = 0; i < tiles; ++i) {
             const int ks = i % T::kKStages, vs = i % T::kVStages;
