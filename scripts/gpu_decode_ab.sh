@@ -9,7 +9,8 @@
 #   DECODE_AB_REPEAT   runs per variant (default 2)
 #   DECODE_AB_WORK     the working folder (default a fresh one under /tmp): variant v is installed in site_v there
 #                      (an installation already there is used as it is)
-# Writes $OUT/decode_ab.tar.gz (each run's log and JSON) and $OUT/decode_ab_summary.txt (each run's table).
+# Writes $OUT/decode_ab.tar.gz (each run's log and JSON) and $OUT/decode_ab_summary.txt (each run's table);
+# bench/decode_ab_compare.py, run in the extracted archive, sets the variants side by side.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}; mkdir -p "$out"
