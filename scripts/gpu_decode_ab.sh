@@ -3,8 +3,9 @@
 # the Python package, so each variant is the tree with one patch applied, pip-installed into a folder of its own;
 # the benchmark then runs on each installation in turn, A B C A B C ..., each run in its own process.
 #   DECODE_AB_PATCHES  patch files (relative to the repository root), space separated; the tree itself is "tree"
-#   DECODE_AB_ENV_VARIANTS  variants of the tree's installation under environment variables, space separated, each
-#                      "name:VAR=value[,VAR=value...]" (e.g. "nogroup:FLASHATTN_KVC_HEAD_GROUP=1")
+#   DECODE_AB_ENV_VARIANTS  variants of an installation under environment variables, space separated, each
+#                      "name[@install]:VAR=value[,VAR=value...]": the tree's installation, or with @install a patch's
+#                      (its file name without .patch) (e.g. "nogroup:FLASHATTN_KVC_HEAD_GROUP=1")
 #   DECODE_AB_ARGS     arguments for bench/bench_decode.py (default "--quick")
 #   DECODE_AB_REPEAT   runs per variant (default 2)
 #   DECODE_AB_WORK     the working folder (default a fresh one under /tmp): variant v is installed in site_v there
@@ -46,9 +47,11 @@ done
 note "installs (${installed[*]}): $(( $(date +%s) - t0 )) s"
 declare -A site_of
 for v in "${installed[@]}"; do site_of[$v]=$work/site_$v; done
-for spec in ${DECODE_AB_ENV_VARIANTS:-}; do  # the tree's installation, under its variables
-  name=${spec%%:*}
-  variants+=("$name"); site_of[$name]=$work/site_tree; env_of[$name]=$(echo "${spec#*:}" | tr ',' ' ')
+for spec in ${DECODE_AB_ENV_VARIANTS:-}; do  # an installation (the tree's by default), under its variables
+  head=${spec%%:*}; name=${head%%@*}; install=tree
+  [ "$head" != "$name" ] && install=${head#*@}
+  [ -d "$work/site_$install/flashattn" ] || { note "variant $name: no installation $install"; continue; }
+  variants+=("$name"); site_of[$name]=$work/site_$install; env_of[$name]=$(echo "${spec#*:}" | tr ',' ' ')
 done
 
 for rep in $(seq 1 "${DECODE_AB_REPEAT:-2}"); do
