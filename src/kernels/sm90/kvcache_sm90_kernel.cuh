@@ -8,15 +8,15 @@
 //
 // One block: one warpgroup computing kBlockM = 64 packed query rows (the query heads that share kv head hk, as the
 // Ampere-class kernel packs them: packed row r is token r / group of query head hk * group + r % group) against one
-// split of the cache, and producer warps that issue the copies (on paged caches two: K's, V's). On paged caches of
-// 16-row pieces, and on dense caches, a block may take 2 or 4 kv heads (KvcPlan::head_group, kvc_head_group): its rows
-// are then (kv head, packed row) pairs, one copy brings a 16-row piece of all its kv heads, a tile is 64 key-rows of
+// split of the cache, and producer warps that issue the copies (on paged caches two: K's, V's). A block may take 2 or
+// 4 kv heads (KvcPlan::head_group; kvc_head_group_for_grid, kvc_dense_head_group say where): its rows are then (kv
+// head, packed row) pairs, one copy brings a 16-row piece of all its kv heads, a tile is 64 key-rows of
 // 32 or 16 keys each (KvcTileCols), and each row's scores of the other kv heads' key-rows are masked, so P V adds its
 // own kv head's values alone. K and V tiles of kBlockN key-rows flow through rings of kKStages / kVStages stages:
 // "full" mbarriers complete on the copies' bytes, "empty" ones on one arrival from each consumer warp once its products
 // have read the stage. Caches are read through a 4-D tensor map (head dim, cache position, kv head, cache entry):
-// dense ones of one kv head a block in whole tiles; paged ones, and dense ones of several kv heads a block, in pieces
-// (the most rows, 16 up to a tile, that divide the page size; 16 on dense caches), each at its page's block.
+// dense ones of one kv head a block in whole tiles; paged ones, and any of several kv heads a block, in pieces (16
+// rows with several kv heads, else the most rows up to a tile that divide the page size), each at its page's block.
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
 // packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits, the splits of a unit are usually one
@@ -216,7 +216,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             const int ks = i % T::kKStages, vs = i % T::kVStages;
             const int n0 = (tile_begin + i) * keys_per_tile;
             const int pos0 = seq.leftpad + n0;
-            // Paged: this lane's piece, and the block its page maps to (pieces past the sequence are skipped).
+            // In pieces: this lane's piece, and (paged) the block its page maps to (pieces past the sequence are
+            // skipped).
             int where = entry, pieces = 0;
             if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
             if (table_row) where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
