@@ -348,28 +348,6 @@ def test_more_units_than_resident_blocks_ragged(device, seqlen_q, page_size, rot
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("nheads,nheads_k,seqlen_q,options", [
-    (32, 8, 1, dict(use_leftpad=True)),                                      # 4 kv heads a block, left padding
-    (32, 8, 4, dict(window_size=(150, 0), softcap=3.0, permute=True, batch_cache=5)),  # cache_batch_idx
-    (32, 8, 5, dict(alibi_slopes="per_batch_head")),                         # 20 rows a kv head: pairs
-    (16, 16, 1, dict(num_splits=3)),                                         # no GQA: 4 kv heads of one row each
-    (12, 6, 2, dict(window_size=(-1, 40), causal=False, rotary_dim=0)),      # 6 kv heads: pairs
-])
-def test_dense_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, options, monkeypatch):
-    # Dense caches read several kv heads a block (kvc_dense_head_group: 16-row pieces of 2 or 4 kv heads, as a cache
-    # of 16-row pages); by default only where the grouped grid fills the GPU about once, so here forced
-    # (FLASHATTN_KVC_HEAD_GROUP=max). Ragged lengths (a partial last piece, a cache empty before the append), left
-    # padding (pieces starting off a multiple of 16), cache_batch_idx, rotary, and the masks and modifiers on top.
-    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "max")
-    options = dict(options)
-    causal = options.pop("causal", True)
-    rotary_dim = options.pop("rotary_dim", 32)
-    check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=128,
-          seqlen_cache=500, seqlen_new=seqlen_q, lengths=[437, 0, 203], rotary_dim=rotary_dim, interleaved=False,
-          causal=causal, **options)
-
-
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("seqlen_q", [1, 4])
 def test_dense_grouped_by_default_on_a_large_grid(device, seqlen_q):
     # 64 sequences x 8 kv heads: 512 blocks of one kv head, 128 of four, which the default rule groups on an H100
@@ -387,17 +365,24 @@ def test_dense_grouped_by_default_on_a_large_grid(device, seqlen_q):
     (12, 6, 2, 16, dict(window_size=(-1, 40), causal=False)), # 6 kv heads: pairs
     (32, 8, 1, 64, dict()),                                   # longer pages, read in 16-row pieces of 4 kv heads
     (32, 8, 5, 256, dict(num_splits=2)),                      # pairs, splits
+    # Dense caches, as a cache of 16-row pages: left padding (pieces starting off a multiple of 16), cache_batch_idx.
+    (32, 8, 1, None, dict(use_leftpad=True)),
+    (32, 8, 4, None, dict(window_size=(150, 0), softcap=3.0, permute=True, batch_cache=5)),
+    (32, 8, 5, None, dict(alibi_slopes="per_batch_head")),    # pairs
+    (16, 16, 1, None, dict(num_splits=3)),
+    (12, 6, 2, None, dict(window_size=(-1, 40), causal=False, rotary_dim=0)),
 ])
-def test_paged_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size, options, monkeypatch):
-    # The Hopper kv-cache kernel takes a 16-row page piece of several kv heads in one copy (kvc_head_group), its rows
-    # masked to their own kv head's keys; by default only on some grids (pages of 16 or any odd multiple of 16 where
-    # the grouped grid keeps two blocks an SM, longer pages where it fills the GPU about once), so here forced
-    # (FLASHATTN_KVC_HEAD_GROUP=max). Ragged lengths (a partial last
-    # piece, a sequence whose cache was empty before the append), an append across pages, rotary, and the masks and
-    # score modifiers on top.
+def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size, options, monkeypatch):
+    # The Hopper kv-cache kernel takes a 16-row piece of several kv heads in one copy (a page piece, or 16 rows of a
+    # dense cache), its rows masked to their own kv head's keys; by default only on some grids
+    # (kvc_head_group_for_grid for pages of 16 or any odd multiple of 16, kvc_dense_head_group for dense caches and
+    # longer pages), so here forced (FLASHATTN_KVC_HEAD_GROUP=max). Ragged lengths (a partial last piece, a sequence
+    # whose cache was empty before the append), an append across pages, rotary, and the masks and score modifiers on
+    # top.
     monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "max")
     options = dict(options)
     causal = options.pop("causal", True)
+    rotary_dim = options.pop("rotary_dim", 32)
     check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=128,
-          seqlen_cache=500, seqlen_new=seqlen_q, lengths=[437, 0, 203], page_size=page_size, rotary_dim=32,
+          seqlen_cache=500, seqlen_new=seqlen_q, lengths=[437, 0, 203], page_size=page_size, rotary_dim=rotary_dim,
           interleaved=False, causal=causal, **options)
