@@ -188,8 +188,10 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     if (choice && std::strcmp(choice, "1") == 0) return 1;
     // Any cache may be read several kv heads a block in pieces of kPageBoxRows rows (a dense one as a cache of pages
     // that long): the most its tile allows.
+    int block_n = 0;
     const int most = with_traits(p, [&](auto t) {
         using T = decltype(t);
+        block_n = T::kBlockN;
         return kvc_head_group(kPageBoxRows, p.nheads_k, int64_t(p.seqlen_q) * (p.nheads / p.nheads_k), T::kBlockM,
                               T::kBlockN);
     });
@@ -202,7 +204,7 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     const int64_t kv_blocks = int64_t(p.batch) * p.nheads_k;
     // Pages read in 16-row pieces anyway (an odd multiple of 16 rows) group on every grid that stays full; dense
     // caches and longer pieces only where the grouped grid fills the GPU about once.
-    const bool page_pieces = p.block_table && kvc_piece_rows(p.page_size, kvc_sm90_block_n(p)) == kPageBoxRows;
+    const bool page_pieces = p.block_table && kvc_piece_rows(p.page_size, block_n) == kPageBoxRows;
     if (page_pieces) return kvc_head_group_for_grid(most, kv_blocks, slots);
     return kvc_dense_head_group(most, kv_blocks, slots);
 }
