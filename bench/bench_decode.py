@@ -283,15 +283,14 @@ def run_shape(nheads_k, seqlen_q, batch, cache_len, pages, native_gqa, copy_tbs,
         v_cache = torch.randn(batch, cache_len, nheads_k, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
     lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=DEVICE)
     records = []
+    refused = lambda why: {name: (None, why) for name in ("flashattn", "nosplit", "graph")}
     for page in pages:
         if page == DENSE:
             ours = run_flashattn(q, k_cache, v_cache, lengths, None, warmup, reps, flush)
         elif cache_layout == "bhsd":
-            refused = (None, "paged caches only in the (batch, seqlen, nheads_k, hdim) layout")
-            ours = {"flashattn": refused, "nosplit": refused, "graph": refused}
+            ours = refused("paged caches only in the (batch, seqlen, nheads_k, hdim) layout")
         elif cache_len % page:
-            refused = (None, f"cache length {cache_len} is not a multiple of page {page}")
-            ours = {"flashattn": refused, "nosplit": refused, "graph": refused}
+            ours = refused(f"cache length {cache_len} is not a multiple of page {page}")
         else:
             k_pool, v_pool, block_table = paged_cache(k_cache, v_cache, page, gen, page_order)
             ours = run_flashattn(q, k_pool, v_pool, lengths, block_table, warmup, reps, flush)

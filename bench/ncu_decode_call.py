@@ -8,16 +8,18 @@ of PAGE, in a random order (as bench/bench_decode.py pages them). "cudnn": PyTor
 contiguous (batch, heads, seqlen, hdim) cache instead (the peer). --flush: a 256 MiB buffer written before each call,
 as bench/bench_decode.py's L2 flush (for profiles that leave the caches alone, --cache-control none).
 """
+import os
 import sys
 
 import torch
 
 from flashattn import flash_attn_with_kvcache
 
-FLUSH_BYTES = 256 << 20  # bench/bench_decode.py's L2_FLUSH_BYTES
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_decode as bd  # noqa: E402  (its page pool and flush size)
 
 args = [a for a in sys.argv[1:] if a != "--flush"]
-flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda") if "--flush" in sys.argv else None
+flush = torch.empty(bd.L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if "--flush" in sys.argv else None
 batch, nheads_k, cache_len, page = (int(a) for a in args[:4])
 peer = len(args) > 4 and args[4] == "cudnn"
 dev, dt = "cuda", torch.bfloat16
@@ -28,12 +30,7 @@ v = torch.randn_like(k)
 lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=dev)
 table = None
 if page:
-    blocks = batch * cache_len // page
-    order = torch.randperm(blocks, device=dev, generator=g)
-    placed = order.argsort()  # pool block order[j] holds logical block j
-    k = k.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
-    v = v.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
-    table = order.to(torch.int32).reshape(batch, -1)
+    k, v, table = bd.paged_cache(k, v, page, g)
 if peer:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
