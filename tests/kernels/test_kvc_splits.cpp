@@ -90,25 +90,47 @@ TEST(KvcHeadGroup, TheLargestGroupWhoseGridStillFillsTheSlots) {
     EXPECT_EQ(kvc_head_group_for_grid(1, 64 * 32, kSlots), 1);
 }
 
+TEST(KvcHeadGroup, EightKvHeadsWhereTheyDivideTheHeadsAndTheirRowsFit) {
+    EXPECT_EQ(kvc_wide_head_group(32, 1, kTileRows, kTileKeys), 8);   // decode, no GQA: 8 rows
+    EXPECT_EQ(kvc_wide_head_group(8, 4, kTileRows, kTileKeys), 8);    // 32 query heads on 8: 32 rows
+    EXPECT_EQ(kvc_wide_head_group(32, 8, kTileRows, kTileKeys), 8);   // 64 rows, full
+    EXPECT_EQ(kvc_wide_head_group(8, 16, kTileRows, kTileKeys), 1);   // 4 query rows of 4 heads: 128 rows > 64
+    EXPECT_EQ(kvc_wide_head_group(12, 1, kTileRows, kTileKeys), 1);   // 8 does not divide 12
+    EXPECT_EQ(kvc_wide_head_group(4, 1, kTileRows, kTileKeys), 1);
+    EXPECT_EQ(kvc_wide_head_group(32, 1, kTileRows, 32), 1);          // a 32-key tile: 4 keys of each, not an n8 tile
+}
+
 TEST(KvcHeadGroup, DenseCachesGroupedWhereTheGroupedGridFillsTheGpuOnce) {
     constexpr int64_t kSlots = kSms * 2;
     EXPECT_EQ(kvc_head_group(kPageBoxRows, 8, 4, kTileRows, kTileKeys), 4);  // a dense cache's most: pieces of 16
-    EXPECT_EQ(kvc_dense_head_group(4, 64 * 8, kSlots), 4);   // 128 blocks of 4: about one an SM
-    EXPECT_EQ(kvc_dense_head_group(4, 16 * 32, kSlots), 4);
-    EXPECT_EQ(kvc_dense_head_group(4, 32 * 32, kSlots), 4);  // 256: all the slots
-    EXPECT_EQ(kvc_dense_head_group(4, 64 * 32, kSlots), 1);  // 512 of 4 would be more than the slots
-    EXPECT_EQ(kvc_dense_head_group(4, 32 * 8, kSlots), 1);   // 64 of 4: splits would fill most of the GPU
-    EXPECT_EQ(kvc_dense_head_group(4, 1 * 8, kSlots), 1);
-    EXPECT_EQ(kvc_dense_head_group(2, 64 * 6, kSlots), 2);   // pairs (6 kv heads): 192 blocks
+    EXPECT_EQ(kvc_dense_head_group(1, 4, 64 * 8, kSlots), 4);   // 128 blocks of 4: about one an SM
+    EXPECT_EQ(kvc_dense_head_group(1, 4, 16 * 32, kSlots), 4);
+    EXPECT_EQ(kvc_dense_head_group(1, 4, 32 * 32, kSlots), 4);  // 256: all the slots
+    EXPECT_EQ(kvc_dense_head_group(1, 4, 64 * 32, kSlots), 1);  // 512 of 4 would be more than the slots
+    EXPECT_EQ(kvc_dense_head_group(1, 4, 32 * 8, kSlots), 1);   // 64 of 4: splits would fill most of the GPU
+    EXPECT_EQ(kvc_dense_head_group(1, 4, 1 * 8, kSlots), 1);
+    EXPECT_EQ(kvc_dense_head_group(1, 2, 64 * 6, kSlots), 2);   // pairs (6 kv heads): 192 blocks
+}
+
+TEST(KvcHeadGroup, DenseCachesTakeEightWhereTheirGridFillsTheGpuOnceElseFour) {
+    constexpr int64_t kSlots = kSms * 2;
+    EXPECT_EQ(kvc_dense_head_group(8, 4, 32 * 32, kSlots), 8);  // 128 blocks of 8 (256 of 4 also fit: 8 first)
+    EXPECT_EQ(kvc_dense_head_group(8, 4, 64 * 32, kSlots), 8);  // 256 of 8 (512 of 4 would not fit)
+    EXPECT_EQ(kvc_dense_head_group(8, 4, 64 * 8, kSlots), 4);   // 64 of 8: too few; 128 of 4
+    EXPECT_EQ(kvc_dense_head_group(8, 4, 16 * 32, kSlots), 4);
+    EXPECT_EQ(kvc_dense_head_group(8, 4, 32 * 8, kSlots), 1);   // 32 of 8, 64 of 4: neither
+    EXPECT_EQ(kvc_dense_head_group(8, 4, 128 * 32, kSlots), 1); // 512 of 8: more than the slots
 }
 
 TEST(KvcBoxRows, SixteenWithSeveralKvHeadsElseAPieceOrTheTile) {
     EXPECT_EQ(kvc_box_rows(0, kTileKeys, 1), kTileKeys);     // dense, one kv head: the whole tile
     EXPECT_EQ(kvc_box_rows(0, kTileKeys, 4), kPageBoxRows);  // dense, 4 kv heads: 16 rows of each
+    EXPECT_EQ(kvc_box_rows(0, kTileKeys, 8), 8);             // dense, 8 kv heads: the tile's 8 keys of each
     EXPECT_EQ(kvc_box_rows(256, kTileKeys, 1), kTileKeys);   // a page holds whole tiles
     EXPECT_EQ(kvc_box_rows(96, kTileKeys, 1), 32);           // the most rows dividing the page
     EXPECT_EQ(kvc_box_rows(256, kTileKeys, 2), kPageBoxRows);
     EXPECT_EQ(kvc_box_rows(16, kTileKeys, 4), kPageBoxRows);
+    EXPECT_EQ(kvc_box_rows(64, kTileKeys, 8), 8);
 }
 
 // The Hopper kernel's evict-first K/V copies (kvc_reads_once): calls of up to four times the L2's bytes.

@@ -348,11 +348,12 @@ def test_more_units_than_resident_blocks_ragged(device, seqlen_q, page_size, rot
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("seqlen_q", [1, 4])
-def test_dense_grouped_by_default_on_a_large_grid(device, seqlen_q):
-    # 64 sequences x 8 kv heads: 512 blocks of one kv head, 128 of four, which the default rule groups on an H100
-    # (kvc_dense_head_group); ragged lengths, no forcing.
-    check(device, torch.bfloat16, batch=64, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,
+@pytest.mark.parametrize("batch,nheads,nheads_k,seqlen_q", [(64, 32, 8, 1), (64, 32, 8, 4), (32, 32, 32, 1),
+                                                            (32, 32, 32, 4)])
+def test_dense_grouped_by_default_on_a_large_grid(device, batch, nheads, nheads_k, seqlen_q):
+    # 64 sequences x 8 kv heads: 512 blocks of one kv head, 128 of four; 32 x 32: 1024 of one, 128 of eight. The
+    # default rule groups both on an H100 (kvc_dense_head_group); ragged lengths, no forcing.
+    check(device, torch.bfloat16, batch=batch, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=128,
           seqlen_cache=200, seqlen_new=seqlen_q, causal=True)
 
 
@@ -371,16 +372,24 @@ def test_dense_grouped_by_default_on_a_large_grid(device, seqlen_q):
     (32, 8, 5, None, dict(alibi_slopes="per_batch_head")),    # pairs
     (16, 16, 1, None, dict(num_splits=3)),
     (12, 6, 2, None, dict(window_size=(-1, 40), causal=False, rotary_dim=0)),
+    # 8 kv heads a block in 8-row pieces (FLASHATTN_KVC_HEAD_GROUP=8): dense, then pages of 16, 64 and 256.
+    (32, 8, 1, None, dict(group="8", use_leftpad=True)),
+    (32, 32, 2, None, dict(group="8", window_size=(150, 0), softcap=3.0, permute=True, batch_cache=5)),
+    (16, 16, 1, None, dict(group="8", num_splits=3, alibi_slopes="per_batch_head")),
+    (32, 8, 4, None, dict(group="8")),                        # 8 x 16 rows > 64: 4 kv heads instead
+    (32, 8, 1, 16, dict(group="8", num_splits=0)),
+    (32, 8, 2, 64, dict(group="8", window_size=(-1, 40), causal=False)),
+    (16, 16, 1, 256, dict(group="8", num_splits=2, rotary_dim=0)),
 ])
 def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size, options, monkeypatch):
     # The Hopper kv-cache kernel takes a 16-row piece of several kv heads in one copy (a page piece, or 16 rows of a
-    # dense cache), its rows masked to their own kv head's keys; by default only on some grids
+    # dense cache; 8 rows of 8 kv heads), its rows masked to their own kv head's keys; by default only on some grids
     # (kvc_head_group_for_grid for pages of 16 or any odd multiple of 16, kvc_dense_head_group for dense caches and
-    # longer pages), so here forced (FLASHATTN_KVC_HEAD_GROUP=max). Ragged lengths (a partial last piece, a sequence
+    # longer pages), so here forced (FLASHATTN_KVC_HEAD_GROUP=max, or =8). Ragged lengths (a partial last piece, a sequence
     # whose cache was empty before the append), an append across pages, rotary, and the masks and score modifiers on
     # top.
-    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "max")
     options = dict(options)
+    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", options.pop("group", "max"))
     causal = options.pop("causal", True)
     rotary_dim = options.pop("rotary_dim", 32)
     check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=128,

@@ -235,19 +235,22 @@ __device__ __forceinline__ KvcRowPair kvc_row_pair(const AttnParams& p, const Kv
 }
 
 // Where a tile's key-rows (its columns of scores) come from. A tile of one kv head holds key column c. A grouped tile
-// (the Hopper kernel's paged caches, KvcPlan::head_group = 2^heads_shift kv heads) holds pieces of kPageBoxRows keys,
-// piece by piece, each piece of every kv head in turn (one copy brings a piece of all of them): column c is key
-// (c / (kPageBoxRows << heads_shift)) * kPageBoxRows + c % kPageBoxRows of kv head (c / kPageBoxRows) % 2^heads_shift.
-// With heads_shift 0 that is key c of kv head 0. Asked per n8 column tile (nt: columns nt * 8 + x, x < 8), so that
-// the piece arithmetic is on the tile index, a constant of the unrolled loops.
+// (the Hopper kernel's, KvcPlan::head_group = 2^heads_shift kv heads) holds pieces of 2^piece_shift keys (kvc_box_rows:
+// 16, or 8 with 8 kv heads), piece by piece, each piece of every kv head in turn (one copy brings a piece of all of
+// them): column c is key (c >> (piece_shift + heads_shift) << piece_shift) + c % 2^piece_shift of kv head
+// (c >> piece_shift) % 2^heads_shift. With heads_shift 0 that is key c of kv head 0. Asked per n8 column tile (nt:
+// columns nt * 8 + x, x < 8; a piece is whole n8 tiles), so that the piece arithmetic is on the tile index, a constant
+// of the unrolled loops.
 struct KvcTileCols {
-    static constexpr int kPieceShift = 4, kN8PerPiece = kPageBoxRows / 8;
-    static_assert(kPageBoxRows == 1 << kPieceShift && kPageBoxRows % 8 == 0, "pieces are whole n8 tiles");
-    int heads_shift = 0;
+    static constexpr int kN8Shift = 3;  // columns an n8 tile: 2^3
+    int heads_shift = 0, piece_shift = 4;
     __device__ __forceinline__ int key(int nt) const {  // of column nt * 8
-        return ((nt / kN8PerPiece >> heads_shift) << kPieceShift) | (nt % kN8PerPiece * 8);
+        const int tiles_shift = piece_shift - kN8Shift;  // n8 tiles a piece: 2^tiles_shift
+        return ((nt >> tiles_shift >> heads_shift) << piece_shift) | ((nt & ((1 << tiles_shift) - 1)) << kN8Shift);
     }
-    __device__ __forceinline__ int kv_head(int nt) const { return nt / kN8PerPiece & ((1 << heads_shift) - 1); }
+    __device__ __forceinline__ int kv_head(int nt) const {
+        return (nt >> (piece_shift - kN8Shift)) & ((1 << heads_shift) - 1);
+    }
 };
 
 // One m16 x (kNTiles x 8) score tile in the mma C layout (element i of s[nt]: row half i / 2, column nt * 8 + 2 * tig

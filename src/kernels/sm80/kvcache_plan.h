@@ -51,10 +51,13 @@ FLASHATTN_HD constexpr int kvc_piece_rows(int64_t page_size, int block_n) {
     return rows;
 }
 
-// Rows a copy of the Hopper kv-cache kernel (its box): kPageBoxRows with several kv heads a block (the size its tile
-// arithmetic, KvcTileCols, knows), else a page piece (paged, page_size > 0) or the whole tile (dense).
+// Rows a copy of the Hopper kv-cache kernel (its box): with several kv heads a block, kPageBoxRows, or the keys of
+// each kv head a tile where fewer (8 of 8 kv heads in a 64-key tile); else a page piece (paged, page_size > 0) or
+// the whole tile (dense). KvcTileCols places a tile's key-rows from it.
 FLASHATTN_HD constexpr int kvc_box_rows(int64_t page_size, int block_n, int head_group) {
-    return head_group > 1 ? kPageBoxRows : page_size > 0 ? kvc_piece_rows(page_size, block_n) : block_n;
+    return head_group > 1 ? (block_n / head_group < kPageBoxRows ? block_n / head_group : kPageBoxRows)
+           : page_size > 0 ? kvc_piece_rows(page_size, block_n)
+                           : block_n;
 }
 
 // The Hopper kv-cache kernel's kv heads a block on a paged cache of 16-row pieces (1 for longer pieces: those caches,
@@ -88,18 +91,36 @@ FLASHATTN_HD constexpr int kvc_head_group_for_grid(int group_max, int64_t kv_blo
     return 1;
 }
 
-// Dense caches and pages of longer pieces: kv heads a block, group_max (kvc_head_group with pages of kPageBoxRows
-// rows) or 1. Why: a block of 4 kv heads reads 1 KB runs of the (batch, seq, head, dim) cache (16 rows of 4 heads)
-// where one of one kv head reads 256-byte rows 2 KB apart. On an H100 (bench/NOTES.md, "kv-cache: dense caches
-// several kv heads a block") the grouped grid read 0.5-2.3% faster where it held about a block an SM (batch 64 x 8 kv
-// heads and 16 x 32: 128 blocks of 4, split to fill), within 0.5% either side at 256 blocks (32 x 32), 1% faster in
-// one run and 1% slower in the next at 512 (64 x 32: more than the slots), and 1-7% slower where splits had to fill
-// most of the GPU (batch 1-32 x 8 kv heads, 1-8 x 32). Hence grouped only where the grouped grid is between
-// kKvcDenseGroupFilled of the slots and all of them.
+// A block of kKvcWideGroup kv heads reads 8-row pieces of each (kvc_box_rows: 8 rows x 8 heads, one 4 KB contiguous
+// run of the cache a copy, where 4 kv heads read 1 KB runs). kvc_wide_head_group: kKvcWideGroup where it divides
+// nheads_k and its rows (kKvcWideGroup x kv_rows) fit block_m, and the tile has at least one n8 tile of each (block_n
+// / kKvcWideGroup >= 8); else 1.
+constexpr int kKvcWideGroup = 8;
+FLASHATTN_HD constexpr int kvc_wide_head_group(int64_t nheads_k, int64_t kv_rows, int block_m, int block_n) {
+    return nheads_k % kKvcWideGroup == 0 && kKvcWideGroup * kv_rows <= block_m && block_n / kKvcWideGroup >= 8
+               ? kKvcWideGroup
+               : 1;
+}
+
+// Dense caches and pages of longer pieces: kv heads a block, wide_group (kvc_wide_head_group), group_max
+// (kvc_head_group with pages of kPageBoxRows rows) or 1: the first of wide_group and group_max (above 1) whose grouped
+// grid is between kKvcDenseGroupFilled of the slots and all of them, else 1. Why: a block of 4 kv heads reads 1 KB
+// runs of the (batch, seq, head, dim) cache (16 rows of 4 heads), one of 8 kv heads 4 KB runs, where one of one kv
+// head reads 256-byte rows 2 KB apart. On an H100 (bench/NOTES.md, "kv-cache: dense caches several kv heads a block")
+// groups of 4 read 0.5-2.3% faster where the grouped grid held about a block an SM (batch 64 x 8 kv heads and 16 x 32:
+// 128 blocks of 4, split to fill), within 0.5% either side at 256 blocks (32 x 32), 1% faster in one run and 1% slower
+// in the next at 512 (64 x 32: more than the slots), and 1-7% slower where splits had to fill most of the GPU (batch
+// 1-32 x 8 kv heads, 1-8 x 32). Groups of 8 ("kv-cache: dense caches 8 kv heads a block"): 1.3-1.7% faster than 4 at
+// batch 32 x 32 (128 blocks of 8 against 256 of 4), -0.6% to +0.9% against one at 64 x 32 (256 of 8), and 2-6% slower
+// than 4 where 8 left the grid below kKvcDenseGroupFilled (64 x 8, 16 x 32: 64 blocks, split to fill).
 constexpr double kKvcDenseGroupFilled = 0.45;
-FLASHATTN_HD constexpr int kvc_dense_head_group(int group_max, int64_t kv_blocks, int64_t slots) {
-    const int64_t grouped = kv_blocks / group_max;
-    return double(grouped) >= kKvcDenseGroupFilled * double(slots) && grouped <= slots ? group_max : 1;
+FLASHATTN_HD constexpr bool kvc_dense_grid_fits(int64_t grouped_blocks, int64_t slots) {
+    return double(grouped_blocks) >= kKvcDenseGroupFilled * double(slots) && grouped_blocks <= slots;
+}
+FLASHATTN_HD constexpr int kvc_dense_head_group(int wide_group, int group_max, int64_t kv_blocks, int64_t slots) {
+    if (wide_group > 1 && kvc_dense_grid_fits(kv_blocks / wide_group, slots)) return wide_group;
+    if (group_max > 1 && kvc_dense_grid_fits(kv_blocks / group_max, slots)) return group_max;
+    return 1;
 }
 
 }  // namespace flashattn::kernels

@@ -125,7 +125,8 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
     const auto kernel = prepared_kernel<T>();
-    // A box: a 16-row piece of the block's kv heads (several a block), a page piece of one (paged), or a whole tile.
+    // A box: a 16- or 8-row piece of the block's kv heads (several a block), a page piece of one (paged), or a whole
+    // tile.
     const auto box_rows =
         static_cast<uint32_t>(kvc_box_rows(p.block_table ? p.page_size : 0, T::kBlockN, plan.head_group));
     const auto box_heads = static_cast<uint32_t>(plan.head_group);
@@ -187,16 +188,18 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     const char* choice = std::getenv("FLASHATTN_KVC_HEAD_GROUP");
     if (choice && std::strcmp(choice, "1") == 0) return 1;
     // Any cache may be read several kv heads a block in pieces of kPageBoxRows rows (a dense one as a cache of pages
-    // that long): the most its tile allows.
-    int block_n = 0;
+    // that long): the most its tile allows; and 8 kv heads a block in 8-row pieces where that fits.
+    const int64_t kv_rows = int64_t(p.seqlen_q) * (p.nheads / p.nheads_k);
+    int block_n = 0, wide = 1;
     const int most = with_traits(p, [&](auto t) {
         using T = decltype(t);
         block_n = T::kBlockN;
-        return kvc_head_group(kPageBoxRows, p.nheads_k, int64_t(p.seqlen_q) * (p.nheads / p.nheads_k), T::kBlockM,
-                              T::kBlockN);
+        wide = kvc_wide_head_group(p.nheads_k, kv_rows, T::kBlockM, T::kBlockN);
+        return kvc_head_group(kPageBoxRows, p.nheads_k, kv_rows, T::kBlockM, T::kBlockN);
     });
     if (choice && std::strcmp(choice, "max") == 0) return most;
-    if (choice && (std::strcmp(choice, "2") == 0 || std::strcmp(choice, "4") == 0)) {  // experiments: at most 2 or 4
+    if (choice && std::strcmp(choice, "8") == 0) return wide > 1 ? wide : most;  // tests, measurements
+    if (choice && (std::strcmp(choice, "2") == 0 || std::strcmp(choice, "4") == 0)) {  // measurements: at most 2 or 4
         int group = most;
         while (group > std::atoi(choice)) group /= 2;
         return group;
@@ -206,7 +209,8 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     // caches and longer pieces only where the grouped grid fills the GPU about once.
     const bool page_pieces = p.block_table && kvc_piece_rows(p.page_size, block_n) == kPageBoxRows;
     if (page_pieces) return kvc_head_group_for_grid(most, kv_blocks, slots);
-    return kvc_dense_head_group(most, kv_blocks, slots);
+    const bool no_wide = choice && std::strcmp(choice, "no8") == 0;  // measurements: the rule without groups of 8
+    return kvc_dense_head_group(no_wide ? 1 : wide, most, kv_blocks, slots);
 }
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {

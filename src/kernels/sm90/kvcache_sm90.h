@@ -25,7 +25,8 @@ int kvc_sm90_block_n(const AttnParams& p);
 // kv heads a block on a GPU of `slots` resident blocks (kvc_head_group of the instance's tile in 16-row pieces, then
 // kvc_head_group_for_grid on pages of 16-row pieces, kvc_dense_head_group on dense caches and longer pages).
 // FLASHATTN_KVC_HEAD_GROUP=1 keeps one kv head a block (for comparison), =max takes kvc_head_group's count whatever
-// the grid (tests), =2 or =4 at most that many (measurements).
+// the grid (tests), =8 kvc_wide_head_group's where it is 8, else kvc_head_group's (tests), =2 or =4 at most that many,
+// =no8 the rule without groups of 8 (measurements).
 int kvc_sm90_head_group(const AttnParams& p, int64_t slots);
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan);

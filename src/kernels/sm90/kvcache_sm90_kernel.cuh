@@ -8,15 +8,16 @@
 //
 // One block: one warpgroup computing kBlockM = 64 packed query rows (the query heads that share kv head hk, as the
 // Ampere-class kernel packs them: packed row r is token r / group of query head hk * group + r % group) against one
-// split of the cache, and producer warps that issue the copies (on paged caches two: K's, V's). A block may take 2 or
-// 4 kv heads (KvcPlan::head_group; kvc_head_group_for_grid, kvc_dense_head_group say where): its rows are then (kv
-// head, packed row) pairs, one copy brings a 16-row piece of all its kv heads, a tile is 64 key-rows of
-// 32 or 16 keys each (KvcTileCols), and each row's scores of the other kv heads' key-rows are masked, so P V adds its
+// split of the cache, and producer warps that issue the copies (on paged caches two: K's, V's). A block may take 2, 4
+// or 8 kv heads (KvcPlan::head_group; kvc_head_group_for_grid, kvc_dense_head_group say where): its rows are then (kv
+// head, packed row) pairs, one copy brings a 16-row piece (8 rows with 8 kv heads) of all its kv heads, a tile is 64
+// key-rows of 32, 16 or 8 keys each (KvcTileCols), and each row's scores of the other kv heads' key-rows are masked, so P V adds its
 // own kv head's values alone. K and V tiles of kBlockN key-rows flow through rings of kKStages / kVStages stages:
 // "full" mbarriers complete on the copies' bytes, "empty" ones on one arrival from each consumer warp once its products
 // have read the stage. Caches are read through a 4-D tensor map (head dim, cache position, kv head, cache entry):
-// dense ones of one kv head a block in whole tiles; paged ones, and any of several kv heads a block, in pieces (16
-// rows with several kv heads, else the most rows up to a tile that divide the page size), each at its page's block.
+// dense ones of one kv head a block in whole tiles; paged ones, and any of several kv heads a block, in pieces
+// (kvc_box_rows: 16 or 8 rows with several kv heads, else the most rows up to a tile that divide the page size), each
+// at its page's block.
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
 // packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits, the splits of a unit are usually one
@@ -264,8 +265,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // Each thread's two rows (group and group + 8 of its warp's 16).
     const int group = lane / 4, tig = lane % 4;
     const KvcRowPair row_pair = kvc_row_pair(p, blk, m0 + warp * 16 + group);
-    // The tile's key-rows: pieces of kPageBoxRows keys of each kv head in turn (with one kv head, its keys in order).
-    const KvcTileCols tile_cols{__ffs(head_group) - 1};
+    // The tile's key-rows: pieces of kvc_box_rows keys of each kv head in turn (with one kv head, its keys in order).
+    const KvcTileCols tile_cols{__ffs(head_group) - 1, __ffs(kvc_box_rows(0, T::kBlockN, head_group)) - 1};
 
     float acc_o[T::kMTiles][T::kDTiles][4];
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
