@@ -36,10 +36,12 @@ def _stream_of(t: Tensor) -> int:
 
 
 def _allocator_for(t: Tensor):
+    """The extension's scratch allocator for calls on t's device: torch's caching allocator, handed over as a DLPack
+    capsule (_d below)."""
     if not t.is_cuda:
         return None
     device = t.device
-    return lambda nbytes: torch.empty(nbytes, dtype=torch.uint8, device=device)
+    return lambda nbytes: _d(torch.empty(nbytes, dtype=torch.uint8, device=device))
 
 
 try:
