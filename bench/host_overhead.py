@@ -84,6 +84,16 @@ def measure(cache_len, args):
     def kvc_dense_nosplit():
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True, num_splits=1)
 
+    def kvc_dense_tensor_scratch():
+        # The split path's scratch handed over as a tensor (through its Python __dlpack__), as before 4675e21.
+        from flashattn import _ops
+        capsule_route = _ops._allocator_for
+        _ops._allocator_for = lambda t: lambda nbytes: torch.empty(nbytes, dtype=torch.uint8, device=t.device)
+        try:
+            kvc_dense()
+        finally:
+            _ops._allocator_for = capsule_route
+
     def fwd_small():
         flash_attn_func(qf, kf, vf, causal=True)
 
@@ -104,6 +114,8 @@ def measure(cache_len, args):
           f"{BATCH}, {NHEADS_Q} query heads on {NHEADS_K} kv heads, head dim {HEAD_DIM}, cache {cache_len}")
     for name, fn in (("flash_attn_with_kvcache dense", kvc_dense),
                      ("flash_attn_with_kvcache dense num_splits=1", kvc_dense_nosplit),
+                     ("flash_attn_with_kvcache dense, scratch a tensor", kvc_dense_tensor_scratch),
+                     ("flash_attn_with_kvcache dense (again)", kvc_dense),
                      (f"flash_attn_with_kvcache paged {PAGE}", kvc_paged),
                      ("flash_attn_func 128 x 128 causal", fwd_small),
                      ("decode sweep iteration (flush, events, dense)", sweep_iteration),
