@@ -385,9 +385,9 @@ def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size,
     # The Hopper kv-cache kernel takes a 16-row piece of several kv heads in one copy (a page piece, or 16 rows of a
     # dense cache; 8 rows of 8 kv heads), its rows masked to their own kv head's keys; by default only on some grids
     # (kvc_head_group_for_grid for pages of 16 or any odd multiple of 16, kvc_dense_head_group for dense caches and
-    # longer pages), so here forced (FLASHATTN_KVC_HEAD_GROUP=max, or =8). Ragged lengths (a partial last piece, a sequence
-    # whose cache was empty before the append), an append across pages, rotary, and the masks and score modifiers on
-    # top.
+    # longer pages), so here forced (FLASHATTN_KVC_HEAD_GROUP=max, or =8). Ragged lengths (a partial last piece, a
+    # sequence whose cache was empty before the append), an append across pages, rotary, and the masks and score
+    # modifiers on top.
     options = dict(options)
     monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", options.pop("group", "max"))
     causal = options.pop("causal", True)

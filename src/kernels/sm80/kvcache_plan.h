@@ -111,7 +111,7 @@ FLASHATTN_HD constexpr int kvc_wide_head_group(int64_t nheads_k, int64_t kv_rows
 // 128 blocks of 4, split to fill), within 0.5% either side at 256 blocks (32 x 32), 1% faster in one run and 1% slower
 // in the next at 512 (64 x 32: more than the slots), and 1-7% slower where splits had to fill most of the GPU (batch
 // 1-32 x 8 kv heads, 1-8 x 32). Groups of 8 ("kv-cache: dense caches 8 kv heads a block"): 1.3-1.7% faster than 4 at
-// batch 32 x 32 (128 blocks of 8 against 256 of 4), -0.6% to +0.9% against one at 64 x 32 (256 of 8), and 2-6% slower
+// batch 32 x 32 (128 blocks of 8 against 256 of 4), -0.6% to +0.9% against one at 64 x 32 (256 of 8), and 2-7% slower
 // than 4 where 8 left the grid below kKvcDenseGroupFilled (64 x 8, 16 x 32: 64 blocks, split to fill).
 constexpr double kKvcDenseGroupFilled = 0.45;
 FLASHATTN_HD constexpr bool kvc_dense_grid_fits(int64_t grouped_blocks, int64_t slots) {
