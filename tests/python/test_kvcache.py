@@ -380,6 +380,10 @@ def test_dense_grouped_by_default_on_a_large_grid(device, batch, nheads, nheads_
     (32, 8, 1, 16, dict(group="8", num_splits=0)),
     (32, 8, 2, 64, dict(group="8", window_size=(-1, 40), causal=False)),
     (16, 16, 1, 256, dict(group="8", num_splits=2, rotary_dim=0)),
+    # The head-dim-64 instance (head dims up to 64; 40 padded to it), 4 and 8 kv heads a block.
+    (32, 8, 1, 16, dict(head_dim=64)),
+    (32, 32, 1, None, dict(group="8", head_dim=64)),
+    (16, 16, 2, 64, dict(group="8", head_dim=40, rotary_dim=16)),
 ])
 def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size, options, monkeypatch):
     # The Hopper kv-cache kernel takes a 16-row piece of several kv heads in one copy (a page piece, or 16 rows of a
@@ -392,6 +396,7 @@ def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size,
     monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", options.pop("group", "max"))
     causal = options.pop("causal", True)
     rotary_dim = options.pop("rotary_dim", 32)
-    check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=128,
+    head_dim = options.pop("head_dim", 128)
+    check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=head_dim,
           seqlen_cache=500, seqlen_new=seqlen_q, lengths=[437, 0, 203], page_size=page_size, rotary_dim=rotary_dim,
           interleaved=False, causal=causal, **options)
