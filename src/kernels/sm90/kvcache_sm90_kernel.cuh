@@ -11,11 +11,11 @@
 // split of the cache, and producer warps that issue the copies (on paged caches two: K's, V's). A block may take 2, 4
 // or 8 kv heads (KvcPlan::head_group; kvc_head_group_for_grid, kvc_dense_head_group say where): its rows are then (kv
 // head, packed row) pairs, one copy brings a 16-row piece (8 rows with 8 kv heads) of all its kv heads, a tile is 64
-// key-rows of 32, 16 or 8 keys each (KvcTileCols), and each row's scores of the other kv heads' key-rows are masked,
-// so P V adds its own kv head's values alone. K and V tiles of kBlockN key-rows flow through rings of kKStages / kVStages stages:
-// "full" mbarriers complete on the copies' bytes, "empty" ones on one arrival from each consumer warp once its products
-// have read the stage. Caches are read through a 4-D tensor map (head dim, cache position, kv head, cache entry):
-// dense ones of one kv head a block in whole tiles; paged ones, and any of several kv heads a block, in pieces
+// key-rows of 32, 16 or 8 keys each (KvcTileCols), and each row's scores of the other kv heads' key-rows are masked, so
+// P V adds its own kv head's values alone. K and V tiles of kBlockN key-rows flow through rings of kKStages / kVStages
+// stages: "full" mbarriers complete on the copies' bytes, "empty" ones on one arrival from each consumer warp once its
+// products have read the stage. Caches are read through a 4-D tensor map (head dim, cache position, kv head, cache
+// entry): dense ones of one kv head a block in whole tiles; paged ones, and any of several kv heads a block, in pieces
 // (kvc_box_rows: 16 or 8 rows with several kv heads, else the most rows up to a tile that divide the page size), each
 // at its page's block.
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
