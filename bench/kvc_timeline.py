@@ -28,7 +28,7 @@ import torch
 from flashattn import flash_attn_with_kvcache
 
 EVENTS = ["start", "first_issue", "q_ready", "first_k", "first_pv", "last_k", "last_v", "last_pv", "stored",
-          "init_done", "synced", "sm", "global_start", "global_end"]
+          "init_done", "synced", "sm", "global_start", "global_end", "unit", "split"]
 MAX_BLOCKS = 8192  # kKvcTimelineBlocks
 PHASES = [("start", "init_done"), ("start", "synced"), ("start", "first_issue"), ("start", "q_ready"),
           ("start", "first_k"), ("first_k", "first_pv"), ("first_pv", "last_k"), ("last_k", "last_v"),
@@ -88,6 +88,51 @@ def summarise(rows, label, kernel_us):
           f"90% {q(ends, .9):.2f}, last {ends[-1]:.2f}")
     sms = len({r[ev["sm"]] for r in rows})
     print(f"   SMs used: {sms}")
+    balance(rows, ev, t0)
+
+
+def correlation(pairs):
+    if len(pairs) < 3:
+        return float("nan")
+    xs, ys = [a for a, _ in pairs], [b for _, b in pairs]
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in pairs)
+    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    return sxy / (sxx * syy) ** 0.5 if sxx > 0 and syy > 0 else float("nan")
+
+
+def balance(rows, ev, t0):
+    """How evenly the blocks end, and whether the late ones are late by SM, by unit (cluster) or alone: if every
+    block ended at the blocks' mean end, the call would end that much sooner."""
+    end = {i: (r[ev["global_end"]] - t0) / 1e3 for i, r in enumerate(rows)}
+    ends = list(end.values())
+    print(f"   ends: mean {statistics.mean(ends):.2f} us, last {max(ends):.2f} (last - mean "
+          f"{max(ends) - statistics.mean(ends):.2f}), stdev {statistics.pstdev(ends):.2f}")
+    by_sm, by_unit = {}, {}
+    for i, r in enumerate(rows):
+        by_sm.setdefault(r[ev["sm"]], []).append(i)
+        by_unit.setdefault(r[ev["unit"]], []).append(i)
+    # Blocks sharing an SM, and the splits of one unit: how alike their ends are (1: the place decides; 0: not).
+    sm_pairs = [(end[v[0]], end[v[1]]) for v in by_sm.values() if len(v) >= 2]
+    unit_pairs = [(end[v[0]], end[v[1]]) for v in by_unit.values() if len(v) >= 2]
+    sm_spread = [max(end[i] for i in v) - min(end[i] for i in v) for v in by_sm.values() if len(v) >= 2]
+    unit_spread = [max(end[i] for i in v) - min(end[i] for i in v) for v in by_unit.values() if len(v) >= 2]
+    if sm_pairs:
+        print(f"   blocks on one SM: end correlation {correlation(sm_pairs):.2f}, "
+              f"mean spread within an SM {statistics.mean(sm_spread):.2f} us")
+    if unit_pairs:
+        print(f"   splits of one unit: end correlation {correlation(unit_pairs):.2f}, "
+              f"mean spread within a unit {statistics.mean(unit_spread):.2f} us")
+    sm_last = sorted((max(end[i] for i in v), sm) for sm, v in by_sm.items())
+    fmt = lambda xs: " ".join(f"{sm}:{e:.1f}" for e, sm in xs)
+    print(f"   SMs by their last end, earliest: {fmt(sm_last[:8])}")
+    print(f"   latest: {fmt(sm_last[-8:])}")
+    # The SMs in index order, 16 at a time (neighbouring indices tend to share a GPC): their blocks' mean end.
+    buckets = {}
+    for sm, v in by_sm.items():
+        buckets.setdefault(sm // 16, []).extend(end[i] for i in v)
+    print("   mean end by SM index / 16: " + " ".join(f"{k}:{statistics.mean(v):.1f}"
+                                                    for k, v in sorted(buckets.items())))
 
 
 def main():
@@ -95,6 +140,7 @@ def main():
     ap.add_argument("--shapes", nargs="+", default=["16,8,1024", "16,8,16384", "64,8,1024"],
                     help="batch,nheads_k,cache_len")
     ap.add_argument("--pages", type=int, nargs="+", default=[0, 16])
+    ap.add_argument("--calls", type=int, default=1, help="timed calls a shape (each summarised)")
     args = ap.parse_args()
     fn = library()
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -107,18 +153,19 @@ def main():
             call = lambda: flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, block_table=table, causal=True)
             for _ in range(3):
                 call()
-            flush.zero_()
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            call()
-            stop.record()
-            torch.cuda.synchronize()
-            if fn(buf, MAX_BLOCKS) != 0:
-                raise SystemExit("flashattn_debug_kvc_timeline failed")
-            rows = [buf[i * len(EVENTS):(i + 1) * len(EVENTS)] for i in range(MAX_BLOCKS)]
-            rows = [r for r in rows if r[EVENTS.index("global_start")] != 0]
-            summarise(rows, f"batch {batch}, {nheads_k} kv heads, cache {cache_len}, "
-                            f"{'dense' if not page else f'page {page}'}", start.elapsed_time(stop) * 1e3)
+            for _ in range(args.calls):
+                flush.zero_()
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                call()
+                stop.record()
+                torch.cuda.synchronize()
+                if fn(buf, MAX_BLOCKS) != 0:
+                    raise SystemExit("flashattn_debug_kvc_timeline failed")
+                rows = [buf[i * len(EVENTS):(i + 1) * len(EVENTS)] for i in range(MAX_BLOCKS)]
+                rows = [r for r in rows if r[EVENTS.index("global_start")] != 0]
+                summarise(rows, f"batch {batch}, {nheads_k} kv heads, cache {cache_len}, "
+                                f"{'dense' if not page else f'page {page}'}", start.elapsed_time(stop) * 1e3)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,8 @@ enum KvcEvent : int {
     kKvSm,          // the SM's index
     kKvGlobalStart,  // %globaltimer at kKvStart (ns)
     kKvGlobalEnd,    // %globaltimer at kKvStored (ns)
+    kKvUnit,         // the block's unit (blockIdx.y: batch x kv-head group) and split (blockIdx.z), to set a block
+    kKvSplit,        // beside the others of its unit (its cluster's, where the splits merge in one)
     kKvEvents
 };
 constexpr int kKvcTimelineBlocks = 8192;
@@ -116,6 +118,8 @@ __device__ __forceinline__ void kvc_mark(int event) {
         unsigned sm;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
         g_kvc_timeline[block][kKvSm] = sm;
+        g_kvc_timeline[block][kKvUnit] = blockIdx.y;
+        g_kvc_timeline[block][kKvSplit] = blockIdx.z;
     }
 }
 #else
