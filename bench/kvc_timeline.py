@@ -141,6 +141,7 @@ def main():
                     help="batch,nheads_k,cache_len")
     ap.add_argument("--pages", type=int, nargs="+", default=[0, 16])
     ap.add_argument("--calls", type=int, default=1, help="timed calls a shape (each summarised)")
+    ap.add_argument("--splits", type=int, default=0, help="num_splits (0: the heuristic's)")
     args = ap.parse_args()
     fn = library()
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -150,7 +151,8 @@ def main():
         batch, nheads_k, cache_len = (int(x) for x in shape.split(","))
         for page in args.pages:
             q, k, v, lengths, table = inputs(batch, nheads_k, cache_len, page, gen)
-            call = lambda: flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, block_table=table, causal=True)
+            call = lambda: flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, block_table=table, causal=True,
+                                                   num_splits=args.splits)
             for _ in range(3):
                 call()
             for _ in range(args.calls):

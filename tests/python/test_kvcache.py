@@ -400,3 +400,41 @@ def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size,
     check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=head_dim,
           seqlen_cache=500, seqlen_new=seqlen_q, lengths=[437, 0, 203], page_size=page_size, rotary_dim=rotary_dim,
           interleaved=False, causal=causal, **options)
+
+
+def hopper_kvcache_here():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0) and \
+        "90a" in flashattn._C.build_info()["cuda_archs"]
+
+
+@pytest.mark.skipif(not hopper_kvcache_here(), reason="shared tiles are the Hopper kv-cache kernel's (an H100, sm_90a)")
+@pytest.mark.parametrize("nheads,nheads_k,seqlen_q,page_size,options", [
+    (32, 8, 1, None, dict()),
+    (32, 8, 4, None, dict(window_size=(700, 0), softcap=4.0)),
+    (32, 8, 5, 16, dict(alibi_slopes="per_batch_head")),
+    (32, 8, 1, 64, dict(use_leftpad=True, rotary_dim=32, interleaved=False)),
+    (16, 16, 1, 256, dict(window_size=(-1, 40), causal=False)),
+    (32, 8, 1, None, dict(permute=True, batch_cache=9, rotary_dim=64)),
+    (32, 32, 2, None, dict(group="8", softcap=3.0)),
+    (32, 8, 1, 16, dict(group="8", head_dim=64)),
+    (16, 16, 1, None, dict(head_dim=40, chunk="3")),
+])
+def test_shared_tiles(nheads, nheads_k, seqlen_q, page_size, options, monkeypatch):
+    # Blocks that finish their own unit take chunks of the others' tiles (KvcPlan::share_tiles; by default only on
+    # grids that fill the GPU, so here forced, with one split and chunks of one tile). Ragged lengths (1 to 3000 keys)
+    # make the short units' blocks steal from the long ones; each case must have stolen (a run of another unit's
+    # tiles, merged with the unit's other slots by the run that finished it).
+    options = dict(options)
+    monkeypatch.setenv("FLASHATTN_KVC_SHARE_TILES", "1")
+    monkeypatch.setenv("FLASHATTN_KVC_STEAL_CHUNK", options.pop("chunk", "1"))
+    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", options.pop("group", "1"))
+    causal = options.pop("causal", True)
+    head_dim = options.pop("head_dim", 128)
+    counters = flashattn._C._debug_counters
+    before = counters()
+    check("cuda", torch.bfloat16, batch=6, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=head_dim,
+          seqlen_cache=3100, seqlen_new=seqlen_q, lengths=[3000, 1, 17, 1000, 0, 2500], page_size=page_size,
+          causal=causal, num_splits=1, **options)
+    after = counters()
+    assert after["kvc_sm90_launches"] > before["kvc_sm90_launches"], "the Hopper kv-cache kernel did not run"
+    assert after["kvc_sm90_steals"] > before["kvc_sm90_steals"], "no block took another's tiles"
