@@ -288,13 +288,18 @@ bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes) {
 // bytes do not finish together. On an H100 at two blocks an SM, those on some groups of SMs finish 10-15% sooner
 // every call (batch 64 x 32 kv heads x 1k keys: mean block end 340 us, last 362; bench/NOTES.md, "kv-cache: shared
 // tiles"), and with one block an SM the ends still spread 2-6 us. Blocks that finish their own unit take chunks of
-// the others' tiles. Not below kKvcFilled blocks an SM: those grids are split, and their splits end together.
+// the others' tiles. Not below kKvcFilled blocks an SM (those grids are split, and their splits end together), not
+// above the resident slots (a block that starts late would find its unit's second half taken), and not on pages read
+// in 16-row pieces: the claims are the producer warp's, so a block has one, and one warp cannot issue page-16
+// copies fast enough (sm90/kvcache_sm90_kernel.cuh, KvcSm90Traits).
 constexpr const char* kKvcShareTilesVariable = "FLASHATTN_KVC_SHARE_TILES";  // "0" never, "1" wherever it applies
 constexpr const char* kKvcStealChunkVariable = "FLASHATTN_KVC_STEAL_CHUNK";  // tiles a chunk (tests, measurements)
 constexpr int kKvcStealChunkTiles = 4;  // 128 KB of K and V at head dim 128: a claim's latency hides under it
 
-bool kvc_shares_tiles(int64_t row_blocks, int num_splits, int64_t blocks, int64_t sm_count) {
-    return row_blocks == 1 && num_splits == 1 && double(blocks) >= kKvcFilled * double(sm_count);
+bool kvc_shares_tiles(int64_t row_blocks, int num_splits, int64_t blocks, int64_t sm_count, int64_t slots,
+                      bool paged_pieces16) {
+    return row_blocks == 1 && num_splits == 1 && double(blocks) >= kKvcFilled * double(sm_count) &&
+           blocks <= slots && !paged_pieces16;
 }
 
 // Where a kernel's splits may merge in a cluster (the Hopper kv-cache kernel's): clusters of `splits` blocks the GPU
@@ -344,8 +349,10 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     if (may_share && p.seqlen_q > 0) {
         const char* share = std::getenv(kKvcShareTilesVariable);
         const bool eligible = grid.row_blocks == 1 && plan.num_splits == 1;
+        const bool pieces16 = p.block_table && kvc_piece_rows(p.page_size, block_n) == kPageBoxRows;
         plan.share_tiles = share && *share ? eligible && std::strcmp(share, "0") != 0
-                                           : kvc_shares_tiles(grid.row_blocks, plan.num_splits, blocks, sm_count);
+                                           : kvc_shares_tiles(grid.row_blocks, plan.num_splits, blocks, sm_count,
+                                                              slots, pieces16);
         const char* chunk = std::getenv(kKvcStealChunkVariable);
         plan.steal_chunk_tiles = chunk && std::atoi(chunk) > 0 ? std::atoi(chunk) : kKvcStealChunkTiles;
     }
@@ -356,11 +363,11 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const bool accum = plan.num_splits > 1 && !plan.merge_in_cluster;
     const size_t o_bytes = accum ? align_up(sizeof(float) * plan.num_splits * rows * p.head_dim_v) : 0;
     const size_t lse_bytes = accum ? align_up(sizeof(float) * plan.num_splits * rows) : 0;
-    // Shared tiles: a KvcUnitState and kKvcStealSlots flags a unit (zeroed by the launch), and each unit's slots (a
-    // unit's packed rows are all its block's: one row block).
+    // Shared tiles: a KvcUnitState and kKvcStealSlots flags a unit and the count of exhausted units (zeroed by the
+    // launch), and each unit's slots (a unit's packed rows are all its block's: one row block).
     const size_t units = size_t(grid.kv_groups), slot_rows = kKvcStealSlots * rows;
     plan.steal_state_bytes =
-        plan.share_tiles ? align_up(units * (sizeof(KvcUnitState) + kKvcStealSlots * sizeof(int))) : 0;
+        plan.share_tiles ? align_up(units * (sizeof(KvcUnitState) + kKvcStealSlots * sizeof(int)) + sizeof(int)) : 0;
     const size_t steal_o_bytes = plan.share_tiles ? align_up(sizeof(float) * slot_rows * p.head_dim_v) : 0;
     const size_t steal_lse_bytes = plan.share_tiles ? align_up(sizeof(float) * slot_rows) : 0;
     plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes + plan.steal_state_bytes + steal_o_bytes + steal_lse_bytes;

@@ -25,9 +25,9 @@ struct KvcPlan {
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)
     // The Hopper kernel's tiles shared out while it runs (kvc_shares_tiles; sm90/kvcache_steal.cuh): a unit's tiles
     // go in chunks of steal_chunk_tiles, the first half to its own block, the rest to whichever block claims them
-    // first. steal_state: a KvcUnitState a unit, then kKvcStealSlots flags a unit (steal_state_bytes, zeroed before
-    // each launch); steal_o / steal_lse: each unit's partial results, a slot a run of its tiles (kKvcStealSlots
-    // slots of the unit's packed rows, head_dim_v floats / one LSE a row).
+    // first. steal_state: a KvcUnitState a unit, kKvcStealSlots flags a unit, then the count of exhausted units
+    // (steal_state_bytes, zeroed before each launch); steal_o / steal_lse: each unit's partial results, a slot a run
+    // of its tiles (kKvcStealSlots slots of the unit's packed rows, head_dim_v floats / one LSE a row).
     bool share_tiles = false;
     int steal_chunk_tiles = 0;
     int* steal_state = nullptr;

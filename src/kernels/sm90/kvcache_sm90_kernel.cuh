@@ -280,6 +280,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             int unit = home, slot = 0, i = 0;
             int chunks = kvc_chunks(home_tiles, plan.steal_chunk_tiles), own = kvc_own_chunks(chunks);
             int unclaimed = own;  // chunks of this unit taken without a claim (its own block's first half)
+            if (chunks == 0 && lane == 0) atomicAdd(kvc_exhausted(plan, units), 1);  // nothing to claim, ever
             for (int chunk = 0;;) {
                 if (chunk >= chunks) {  // this unit has none left for us: another's
                     KvcSteal steal;
@@ -293,15 +294,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 // The next chunk's claim goes out before this chunk's copies: its answer is not waited for until
                 // they are issued.
                 const bool claim = chunk + 1 >= unclaimed;
-                int claimed = 0;
-                if (claim && lane == 0) claimed = atomicAdd(&kvc_unit_state(plan, unit)->claimed, 1);
+                const int issued = claim ? kvc_claim_issue(plan, unit, lane) : 0;
                 const int first = blk.tiles.begin + chunk * plan.steal_chunk_tiles;
                 const int last = min(blk.tiles.end, first + plan.steal_chunk_tiles);
+                int next = chunk + 1;
                 for (int tile = first; tile < last; ++tile, ++i) {
-                    const KvcWork work{unit, tile, slot, 0};
+                    // Before the chunk's last tile: the claim's answer, which says whether the run ends with it.
+                    if (tile == last - 1 && claim) next = kvc_claim_result(plan, units, issued, chunks, own, lane);
+                    const KvcWork work{unit, tile, slot, tile == last - 1 && next >= chunks};
                     issue_tile(i, blk, src, tile, &work);
                 }
-                chunk = claim ? own + __shfl_sync(0xffffffffu, claimed, 0) : chunk + 1;
+                chunk = next;
             }
             // No tiles left: one more K stage, completed without copies and marked so.
             const int ks = i % T::kKStages;
@@ -368,6 +371,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
         int run_tiles = 0;
         KvcWork next = KvcWork{kKvcNoWork, 0, 0, 0};
+        bool next_known = true;  // shared tiles: `next` is the stage after the run's (else still to be read)
         for (;; ++i) {
             const int ks = i % T::kKStages, vs = i % T::kVStages;
             int tile;
@@ -423,6 +427,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             if (marks && i == 0) kvc_mark(kKvFirstPv);
             if (marks && i == home_tiles - 1) kvc_mark(kKvLastPv);
             ++run_tiles;
+            if (shared_tiles && next.run_end) {  // the run's last tile: its result now, the next stage after
+                ++i;
+                next_known = false;
+                break;
+            }
         }
 
         // ---- the run's epilogue: its rows' normalised O and LSE, to the output, or as a partial result (splits:
@@ -489,7 +498,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         if (to_slot && kvc_publish_run<T::kConsumerThreads>(plan, units, unit, slot, run_tiles, unit_tiles, tid,
                                                             &s.run_last))
             kvc_slots_merge<T, Elem>(p, plan, blk, units, unit, tid);
-        if (!shared_tiles || next.unit == kKvcNoWork) break;
+        if (!shared_tiles) break;
+        if (!next_known) {
+            ptx::mbarrier_wait(&s.k_full[i % T::kKStages], (i / T::kKStages) % 2);
+            next = s.work[i % T::kKStages];
+        }
+        if (next.unit == kKvcNoWork) break;
         // The next run: the unit the producer moved to (its first tile's stage is full, not yet read).
         unit = next.unit, slot = next.slot;
         blk = KvcBlock(p, 1, T::kBlockM, keys_per_tile, head_group, unit);

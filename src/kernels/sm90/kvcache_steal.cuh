@@ -27,9 +27,11 @@
 namespace flashattn::kernels {
 
 // A tile's place, written by the producer beside the K stage it lands in (before the stage's arrival) and read by the
-// consumers once the stage is full. unit < 0: no more tiles (the stage's barrier completes without copies).
+// consumers once the stage is full. unit < 0: no more tiles (the stage's barrier completes without copies). run_end:
+// the run's last tile (its block found no further chunk of the unit), so the consumers write the run's result at
+// once rather than after the producer's search for the next unit.
 struct KvcWork {
-    int unit, tile, slot, unused;
+    int unit, tile, slot, run_end;
 };
 constexpr int kKvcNoWork = -1;
 
@@ -46,15 +48,28 @@ __device__ __forceinline__ int* kvc_slot_flags(const KvcPlan& plan, int units, i
 // Successful steals since the module loaded (tests read it: kvc_sm90_steals).
 __device__ unsigned long long g_kvc_steals;
 
+// Units with no chunk left to claim (after the flags): a block that finds every unit so stops looking at once.
+__device__ __forceinline__ int* kvc_exhausted(const KvcPlan& plan, int units) {
+    return plan.steal_state + units * int(sizeof(KvcUnitState) / sizeof(int) + kKvcStealSlots);
+}
 // Another block's counters: read at L2 (never a stale L1 line).
 __device__ __forceinline__ int kvc_load_shared_int(const int* at) { return __ldcg(at); }
 
-// The next chunk of `unit` for a block past the unit's own half (lane 0 claims; every lane gets it).
-__device__ __forceinline__ int kvc_claim_chunk(const KvcPlan& plan, int unit, int own_chunks, int lane) {
-    int claimed = 0;
-    if (lane == 0) claimed = atomicAdd(&kvc_unit_state(plan, unit)->claimed, 1);
-    return own_chunks + __shfl_sync(0xffffffffu, claimed, 0);
+// A claim of the next chunk of `unit` past its own block's half, in two steps so that its latency hides under the
+// copies issued between them: lane 0's atomic (the chunks claimed before it), then the chunk for every lane. The
+// claim that first finds the unit without chunks counts it exhausted.
+__device__ __forceinline__ int kvc_claim_issue(const KvcPlan& plan, int unit, int lane) {
+    return lane == 0 ? atomicAdd(&kvc_unit_state(plan, unit)->claimed, 1) : 0;
 }
+__device__ __forceinline__ int kvc_claim_result(const KvcPlan& plan, int units, int issued, int chunks, int own,
+                                                int lane) {
+    const int claimed = __shfl_sync(0xffffffffu, issued, 0);
+    if (lane == 0 && claimed == chunks - own) atomicAdd(kvc_exhausted(plan, units), 1);
+    return own + claimed;
+}
+// Chunks a unit must have left for a steal to pay: a stealer starts later than the unit's own block goes on (its
+// victim search, Q's gather, the first copy's latency) and ends with a partial result to write and merge.
+constexpr int kKvcStealMinChunks = 2;
 
 // A unit to take chunks from, for the whole producer warp: the unit (not `home`) with the most unclaimed chunks among
 // each 32 in turn, where a slot is still free and the claim succeeds. Returns false where no unit has a chunk left.
@@ -65,6 +80,7 @@ template <int kBlockM>
 __device__ __forceinline__ bool kvc_find_victim(const AttnParams& p, const KvcPlan& plan, int home, int units,
                                                 int keys_per_tile, int lane, KvcSteal& out) {
     for (int base = 1; base < units;) {
+        if (kvc_load_shared_int(kvc_exhausted(plan, units)) >= units) return false;  // nothing left anywhere
         const int v = (home + base + lane) % units;
         int left = 0;
         if (base + lane < units) {
@@ -73,6 +89,7 @@ __device__ __forceinline__ bool kvc_find_victim(const AttnParams& p, const KvcPl
             const KvcUnitState* st = kvc_unit_state(plan, v);
             const bool slot_free = kvc_load_shared_int(&st->slots) < kKvcStealSlots - 1;
             left = slot_free ? chunks - kvc_own_chunks(chunks) - kvc_load_shared_int(&st->claimed) : 0;
+            if (left < kKvcStealMinChunks) left = 0;
         }
         // The lane with the most chunks left (the lowest such lane on ties).
         int best = left, best_lane = lane;
@@ -91,9 +108,15 @@ __device__ __forceinline__ bool kvc_find_victim(const AttnParams& p, const KvcPl
         if (lane == best_lane) {
             const KvcBlock vb(p, 1, kBlockM, keys_per_tile, plan.head_group, victim);
             chunks = kvc_chunks(vb.tiles.end - vb.tiles.begin, plan.steal_chunk_tiles);
+            const int own = kvc_own_chunks(chunks);
             KvcUnitState* st = kvc_unit_state(plan, victim);
             slot = 1 + atomicAdd(&st->slots, 1);  // slot 0 is the unit's own block's
-            chunk = slot < kKvcStealSlots ? kvc_own_chunks(chunks) + atomicAdd(&st->claimed, 1) : chunks;
+            chunk = chunks;
+            if (slot < kKvcStealSlots) {
+                const int claimed = atomicAdd(&st->claimed, 1);
+                if (claimed == chunks - own) atomicAdd(kvc_exhausted(plan, units), 1);
+                chunk = own + claimed;
+            }
         }
         slot = __shfl_sync(0xffffffffu, slot, best_lane);
         chunk = __shfl_sync(0xffffffffu, chunk, best_lane);
