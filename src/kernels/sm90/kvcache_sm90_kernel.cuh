@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
 
     // Runs: the home unit's tiles, then (shared tiles) each run of another unit's tiles the producer copied.
     KvcBlock blk = home_blk;
-    int unit = home, slot = 0;
+    int unit = home, slot = 0, stolen = 0;  // stolen: other units' tiles computed (the timeline's)
     for (int i = 0;;) {
         const KvcRowPair row_pair = kvc_row_pair(p, blk, blk.m0 + warp * 16 + group);
         const CacheSeq seq = blk.seq;
@@ -498,6 +498,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         if (to_slot && kvc_publish_run<T::kConsumerThreads>(plan, units, unit, slot, run_tiles, unit_tiles, tid,
                                                             &s.run_last))
             kvc_slots_merge<T, Elem>(p, plan, blk, units, unit, tid);
+        if (unit != home) stolen += run_tiles;
         if (!shared_tiles) break;
         if (!next_known) {
             ptx::mbarrier_wait(&s.k_full[i % T::kKStages], (i / T::kKStages) % 2);
@@ -514,7 +515,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse), tid);
         ptx::cluster_sync();  // and read: no block's shared memory goes while another may still read it
     }
-    if (marks) kvc_mark(kKvStored);
+    if (marks) {
+        kvc_mark(kKvStored);
+        kvc_note(kKvStolen, static_cast<unsigned long long>(stolen));
+    }
 #endif
 }
 
