@@ -28,7 +28,7 @@ import torch
 from flashattn import flash_attn_with_kvcache
 
 EVENTS = ["start", "first_issue", "q_ready", "first_k", "first_pv", "last_k", "last_v", "last_pv", "stored",
-          "init_done", "synced", "sm", "global_start", "global_end", "unit", "split", "stolen"]
+          "init_done", "synced", "sm", "global_start", "global_end", "unit", "split"]
 MAX_BLOCKS = 8192  # kKvcTimelineBlocks
 PHASES = [("start", "init_done"), ("start", "synced"), ("start", "first_issue"), ("start", "q_ready"),
           ("start", "first_k"), ("first_k", "first_pv"), ("first_pv", "last_k"), ("last_k", "last_v"),
@@ -133,15 +133,6 @@ def balance(rows, ev, t0):
         buckets.setdefault(sm // 16, []).extend(end[i] for i in v)
     print("   mean end by SM index / 16: " + " ".join(f"{k}:{statistics.mean(v):.1f}"
                                                     for k, v in sorted(buckets.items())))
-    stolen = [r[ev["stolen"]] for r in rows]
-    if any(stolen):  # shared tiles (KvcPlan::share_tiles)
-        thieves = [x for x in stolen if x]
-        print(f"   shared tiles: {len(thieves)} blocks took {sum(thieves)} tiles of other units "
-              f"(at most {max(thieves)} a block)")
-        buckets = {}
-        for r in rows:
-            buckets.setdefault(r[ev["sm"]] // 16, []).append(r[ev["stolen"]])
-        print("   tiles taken by SM index / 16: " + " ".join(f"{k}:{sum(v)}" for k, v in sorted(buckets.items())))
 
 
 def main():

@@ -19,9 +19,6 @@
 #include "api/arch_support.h"
 #include "common/build_config.h"
 #include "flashattn/flashattn.h"
-#if FLASHATTN_WITH_CUDA
-#include "kernels/sm90/kvcache_sm90.h"
-#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -331,18 +328,6 @@ NB_MODULE(_C, m) {
         },
         "What this build holds: version, with_cuda, cuda_archs (comma-separated), nvcc_version, cxx_compiler, "
         "build_type.");
-    m.def(
-        "_debug_counters",
-        [] {
-            nb::dict counters;
-#if FLASHATTN_WITH_CUDA
-            counters["kvc_sm90_launches"] = flashattn::kernels::kvc_sm90_launches();
-            counters["kvc_sm90_steals"] = flashattn::kernels::kvc_sm90_steals();
-#endif
-            return counters;
-        },
-        "Tests only: how often the Hopper kv-cache kernel ran in this process, and how often its blocks took "
-        "another's tiles (on the current GPU). Empty without CUDA.");
     m.def(
         "gpu_support",
         [](int major, int minor) {

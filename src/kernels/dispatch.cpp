@@ -284,24 +284,6 @@ bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes) {
     return l2_bytes > 0 && kv_bytes <= kKvcReadOnceL2Multiple * l2_bytes;
 }
 
-// Shared tiles (sm90/kvcache_steal.cuh): on a grid that fills the GPU with one block a unit, blocks streaming the same
-// bytes do not finish together. On an H100 at two blocks an SM, those on some groups of SMs finish 10-15% sooner
-// every call (batch 64 x 32 kv heads x 1k keys: mean block end 340 us, last 362; bench/NOTES.md, "kv-cache: shared
-// tiles"), and with one block an SM the ends still spread 2-6 us. Blocks that finish their own unit take chunks of
-// the others' tiles. Not below kKvcFilled blocks an SM (those grids are split, and their splits end together), not
-// above the resident slots (a block that starts late would find its unit's second half taken), and not on pages read
-// in 16-row pieces: the claims are the producer warp's, so a block has one, and one warp cannot issue page-16
-// copies fast enough (sm90/kvcache_sm90_kernel.cuh, KvcSm90Traits).
-constexpr const char* kKvcShareTilesVariable = "FLASHATTN_KVC_SHARE_TILES";  // "0" never, "1" wherever it applies
-constexpr const char* kKvcStealChunkVariable = "FLASHATTN_KVC_STEAL_CHUNK";  // tiles a chunk (tests, measurements)
-constexpr int kKvcStealChunkTiles = 4;  // 128 KB of K and V at head dim 128: a claim's latency hides under it
-
-bool kvc_shares_tiles(int64_t row_blocks, int num_splits, int64_t blocks, int64_t sm_count, int64_t slots,
-                      bool paged_pieces16) {
-    return row_blocks == 1 && num_splits == 1 && double(blocks) >= kKvcFilled * double(sm_count) &&
-           blocks <= slots && !paged_pieces16;
-}
-
 // Where a kernel's splits may merge in a cluster (the Hopper kv-cache kernel's): clusters of `splits` blocks the GPU
 // holds at once, 0 where it cannot launch them.
 using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
@@ -309,10 +291,9 @@ using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
 // FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison).
 constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
-// block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. may_share: the
-// kernel can share its tiles out (the Hopper one).
+// block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them.
 KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1,
-                      KvcClusterCapacity cluster_capacity = nullptr, bool may_share = false) {
+                      KvcClusterCapacity cluster_capacity = nullptr) {
     KvcPlan plan;
     plan.head_group = head_group;
     const KvcGrid grid = kvc_grid(p.batch, p.seqlen_q, p.nheads, p.nheads_k, head_group, kKvcBlockM);
@@ -346,45 +327,18 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
         !(cluster_choice && std::strcmp(cluster_choice, "0") == 0))
         plan.merge_in_cluster = blocks <= cluster_capacity(p, plan.num_splits);
 
-    if (may_share && p.seqlen_q > 0) {
-        const char* share = std::getenv(kKvcShareTilesVariable);
-        const bool eligible = grid.row_blocks == 1 && plan.num_splits == 1;
-        const bool pieces16 = p.block_table && kvc_piece_rows(p.page_size, block_n) == kPageBoxRows;
-        plan.share_tiles = share && *share ? eligible && std::strcmp(share, "0") != 0
-                                           : kvc_shares_tiles(grid.row_blocks, plan.num_splits, blocks, sm_count,
-                                                              slots, pieces16);
-        const char* chunk = std::getenv(kKvcStealChunkVariable);
-        plan.steal_chunk_tiles = chunk && std::atoi(chunk) > 0 ? std::atoi(chunk) : kKvcStealChunkTiles;
-    }
-
     const size_t q_rot_bytes =
         p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;
     const size_t rows = size_t(p.batch) * p.nheads * p.seqlen_q;
     const bool accum = plan.num_splits > 1 && !plan.merge_in_cluster;
     const size_t o_bytes = accum ? align_up(sizeof(float) * plan.num_splits * rows * p.head_dim_v) : 0;
     const size_t lse_bytes = accum ? align_up(sizeof(float) * plan.num_splits * rows) : 0;
-    // Shared tiles: a KvcUnitState and kKvcStealSlots flags a unit and the count of exhausted units (zeroed by the
-    // launch), and each unit's slots (a unit's packed rows are all its block's: one row block).
-    const size_t units = size_t(grid.kv_groups), slot_rows = kKvcStealSlots * rows;
-    plan.steal_state_bytes =
-        plan.share_tiles ? align_up(units * (sizeof(KvcUnitState) + kKvcStealSlots * sizeof(int)) + sizeof(int)) : 0;
-    const size_t steal_o_bytes = plan.share_tiles ? align_up(sizeof(float) * slot_rows * p.head_dim_v) : 0;
-    const size_t steal_lse_bytes = plan.share_tiles ? align_up(sizeof(float) * slot_rows) : 0;
-    plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes + plan.steal_state_bytes + steal_o_bytes + steal_lse_bytes;
+    plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes;
     if (p.workspace) {
         auto* base = static_cast<unsigned char*>(p.workspace);
-        size_t at = 0;
-        auto take = [&](size_t bytes) {
-            unsigned char* part = bytes ? base + at : nullptr;
-            at += bytes;
-            return part;
-        };
-        plan.q_rot = take(q_rot_bytes);
-        plan.o_accum = reinterpret_cast<float*>(take(o_bytes));
-        plan.lse_accum = reinterpret_cast<float*>(take(lse_bytes));
-        plan.steal_state = reinterpret_cast<int*>(take(plan.steal_state_bytes));
-        plan.steal_o = reinterpret_cast<float*>(take(steal_o_bytes));
-        plan.steal_lse = reinterpret_cast<float*>(take(steal_lse_bytes));
+        if (q_rot_bytes) plan.q_rot = base;
+        if (o_bytes) plan.o_accum = reinterpret_cast<float*>(base + q_rot_bytes);
+        if (lse_bytes) plan.lse_accum = reinterpret_cast<float*>(base + q_rot_bytes + o_bytes);
     }
     return plan;
 }
@@ -411,7 +365,7 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const int sm_count = device.sm_count, blocks_per_sm = kvc_sm90_blocks_per_sm(p);
         const int group = kvc_sm90_head_group(p, int64_t(sm_count) * blocks_per_sm);
         KvcPlan plan =
-            make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), group, kvc_sm90_cluster_capacity, true);
+            make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), group, kvc_sm90_cluster_capacity);
         constexpr int64_t kElemBytes = 2;  // the Hopper kernel's caches: fp16 or bf16
         const int64_t kv_bytes = int64_t(p.batch) * p.nheads_k * p.seqlen_k * (p.head_dim + p.head_dim_v) * kElemBytes;
         const char* choice = std::getenv(kKvcReadOnceVariable);
@@ -492,7 +446,6 @@ void run_packed_forward(const AttnParams& p) {
     if (p.workspace_bytes < plan.workspace_bytes || (plan.workspace_bytes > 0 && !p.workspace)) {
         run.num_splits = 1;
         plan = kvc_plan_for(run);
-        plan.share_tiles = false;  // its slots are workspace too
     }
     require_aligned_workspace(run);
     launch_kvc(run, plan);

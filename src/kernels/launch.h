@@ -37,13 +37,6 @@ int kvc_splits(int64_t blocks, int64_t key_tiles, int64_t sm_count, int64_t slot
 // dirty lines it would push out are a noticeable share of it.
 bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes);
 
-// Whether the Hopper kv-cache kernel shares a call's tiles out while it runs (KvcPlan::share_tiles;
-// sm90/kvcache_steal.cuh): one block a unit (one row block, no splits) on a grid of at least kKvcFilled blocks an
-// SM and at most the resident `slots`, where one producer warp keeps up (not pages read in 16-row pieces:
-// paged_pieces16). dispatch.cpp says why.
-bool kvc_shares_tiles(int64_t row_blocks, int num_splits, int64_t blocks, int64_t sm_count, int64_t slots,
-                      bool paged_pieces16);
-
 // Whether a forward runs its query heads packed per kv head, keys split, on the kv-cache kernel (dispatch.cpp says
 // why): where it applies (no varlen, dropout or attn_probs), FLASHATTN_FORWARD_PACKED=0 / 1, else the sizes'
 // packed_forward_pays. Sizes only, but for GQA rows the Hopper kv-cache kernel alone packs, where the device is asked

@@ -165,13 +165,11 @@ struct KvcBlock {
     KeyRange first, last;  // keys visible to the block's first and last token (visible ranges grow with the token)
     TileRange tiles;
 
-    // unit: the (batch, kv heads) grid row, blockIdx.y where negative (another's, for a block that shares its tiles).
     __device__ __forceinline__ KvcBlock(const AttnParams& p, int num_splits, int block_m, int keys_per_tile,
-                                        int head_group = 1, int unit = -1) {
+                                        int head_group = 1) {
         split = blockIdx.z;
         const int groups = p.nheads_k / head_group;
-        if (unit < 0) unit = blockIdx.y;
-        b = unit / groups, hk = unit % groups * head_group;
+        b = blockIdx.y / groups, hk = blockIdx.y % groups * head_group;
         heads_per_kv = p.nheads / p.nheads_k;
         kv_rows = p.seqlen_q * heads_per_kv;
         packed_rows = kv_rows * head_group;

@@ -23,27 +23,8 @@ struct KvcPlan {
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)
-    // The Hopper kernel's tiles shared out while it runs (kvc_shares_tiles; sm90/kvcache_steal.cuh): a unit's tiles
-    // go in chunks of steal_chunk_tiles, the first half to its own block, the rest to whichever block claims them
-    // first. steal_state: a KvcUnitState a unit, kKvcStealSlots flags a unit, then the count of exhausted units
-    // (steal_state_bytes, zeroed before each launch); steal_o / steal_lse: each unit's partial results, a slot a run
-    // of its tiles (kKvcStealSlots slots of the unit's packed rows, head_dim_v floats / one LSE a row).
-    bool share_tiles = false;
-    int steal_chunk_tiles = 0;
-    int* steal_state = nullptr;
-    size_t steal_state_bytes = 0;
-    float* steal_o = nullptr;
-    float* steal_lse = nullptr;
     size_t workspace_bytes = 0;
 };
-
-// A unit's shared tiles (KvcPlan::share_tiles): chunks claimed past the own block's first half, the tiles its runs
-// have finished, and the stealers' slots taken.
-struct KvcUnitState {
-    int claimed, done, slots, unused;
-};
-// Partial results a unit may have: its own block's and up to three stealers'.
-constexpr int kKvcStealSlots = 4;
 
 // The most splits a cluster merges: 16, the largest cluster an H100 launches (with the non-portable size allowed).
 constexpr int kKvcClusterMax = 16;

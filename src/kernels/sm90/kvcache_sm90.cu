@@ -1,8 +1,7 @@
 // Launching the Hopper kv-cache kernel (kvcache_sm90_kernel.cuh): tensor maps over the cache, the grid of (packed row
 // blocks, batch x kv heads, splits) (a unit's splits one cluster where they merge there), with the append before it
 // and the combine after it (splits not merged in a cluster) as the Ampere-class kernel has them
-// (sm80/kvcache_launch.cuh); with shared tiles (kvcache_steal.cuh) the units' counters zeroed before it. Instances:
-// float16, bfloat16 x head dims 64, 128.
+// (sm80/kvcache_launch.cuh). Instances: float16, bfloat16 x head dims 64, 128.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -138,12 +137,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const CUtensorMap map_v =
         make_tensor_map_4d_sw128(p.v, p.dtype, gv.dims, gv.strides, T::kBoxCols, box_rows, box_heads);
     launch_kvc_steps<typename T::Elem>(p, plan, stream, T::kBlockM, [&](dim3 grid) {
-        // Shared tiles: the units' counters start at zero; one producer warp makes the claims and issues K and V.
-        if (plan.share_tiles)
-            check_cuda(cudaMemsetAsync(plan.steal_state, 0, plan.steal_state_bytes, stream),
-                       "cudaMemsetAsync(kv-cache shared tiles)");
-        const bool two_producers = p.block_table != nullptr && !plan.share_tiles;
-        KvcLaunchConfig<T> launch(grid, two_producers, plan.merge_in_cluster ? plan.num_splits : 1, stream);
+        KvcLaunchConfig<T> launch(grid, p.block_table != nullptr, plan.merge_in_cluster ? plan.num_splits : 1, stream);
         check_cuda(cudaLaunchKernelEx(&launch.config, kernel, map_k, map_v, p, plan),
                    "Hopper kv-cache attention kernel launch");
         g_launches.fetch_add(1, std::memory_order_relaxed);
@@ -225,12 +219,6 @@ void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {
 
 int64_t kvc_sm90_launches() { return g_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_cluster_launches() { return g_cluster_launches.load(std::memory_order_relaxed); }
-
-int64_t kvc_sm90_steals() {
-    unsigned long long steals = 0;
-    check_cuda(cudaMemcpyFromSymbol(&steals, g_kvc_steals, sizeof(steals)), "cudaMemcpyFromSymbol(kv-cache steals)");
-    return static_cast<int64_t>(steals);
-}
 
 }  // namespace flashattn::kernels
 

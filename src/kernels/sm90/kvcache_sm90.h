@@ -35,8 +35,5 @@ void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan);
 int64_t kvc_sm90_launches();
 // Of those, the launches whose splits merged in a cluster.
 int64_t kvc_sm90_cluster_launches();
-// Runs of another block's unit's tiles taken with shared tiles (KvcPlan::share_tiles), on the current device since
-// the module loaded (tests: that a case did share its tiles).
-int64_t kvc_sm90_steals();
 
 }  // namespace flashattn::kernels

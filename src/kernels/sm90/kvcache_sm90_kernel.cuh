@@ -38,7 +38,6 @@
 #include "kernels/sm80/kvcache_plan.h"
 #include "kernels/sm80/warp_tiles.cuh"
 #include "kernels/sm90/fwd_kernel.cuh"
-#include "kernels/sm90/kvcache_steal.cuh"
 
 namespace flashattn::kernels {
 
@@ -69,8 +68,6 @@ struct KvcSm90Smem {
     alignas(kSm90SmemAlign) Elem k[T::kKStages][T::kBoxes][T::kKvBoxElems];
     alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxesV][T::kKvBoxElems];
     uint64_t k_full[T::kKStages], v_full[T::kVStages], k_empty[T::kKStages], v_empty[T::kVStages];
-    KvcWork work[T::kKStages];  // shared tiles: each K stage's tile (kvcache_steal.cuh)
-    int run_last;               // ... whether a run finished its unit (kvc_publish_run)
 };
 template <class T>
 constexpr int kvc_sm90_smem_bytes() {
@@ -122,27 +119,34 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
 // among all the cluster's consumer threads, each reading that chunk and LSE from every split:
 // out = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse) (sm80/kvcache_combine.cuh's arithmetic; a split that
 // saw no key has lse -inf, a row no split saw gets 0 and +inf).
-template <class T, int kMaxParts, typename Elem, class Load>
-__device__ __forceinline__ void kvc_merge_rows(const AttnParams& p, const KvcBlock& blk, int item0, int item_step,
-                                               Load load) {
+template <class T, typename Elem>
+__device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
+                                                  uint32_t part_o, uint32_t part_lse, int tid) {
     constexpr int kColsPerItem = 4;  // one 16-byte load of a partial row
     const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks;
     Elem* out = static_cast<Elem*>(p.out) + blk.b * p.out_batch_stride;
-    for (int item = item0; item < items; item += item_step) {
+    for (int item = int(ptx::cluster_rank()) * T::kConsumerThreads + tid; item < items;
+         item += num_splits * T::kConsumerThreads) {
         const int local = item / chunks, col = item % chunks * kColsPerItem;
-        float lse[kMaxParts];
-        float4 o[kMaxParts];
+        float lse[kKvcClusterMax];
+        float4 o[kKvcClusterMax];
         float max_lse = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < kMaxParts; ++j) load(j, local, col, lse[j], o[j]);  // every part's loads before any use
+        for (int j = 0; j < kKvcClusterMax; ++j) {  // every split's loads issued before any is used
+            const bool split = j < num_splits;
+            lse[j] = split ? ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, j)) : -INFINITY;
+            o[j] = split ? ptx::ld_cluster_f32x4(ptx::cluster_smem_addr(
+                               part_o + (local * T::kPartialStride + col) * 4, j))
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
 #pragma unroll
-        for (int j = 0; j < kMaxParts; ++j) max_lse = fmaxf(max_lse, lse[j]);
+        for (int j = 0; j < kKvcClusterMax; ++j) max_lse = fmaxf(max_lse, lse[j]);
         const bool empty = max_lse == -INFINITY;
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
         float weight_sum = 0.f;
 #pragma unroll
-        for (int j = 0; j < kMaxParts; ++j) {
-            const float w = empty ? 0.f : expf(lse[j] - max_lse);  // 0 for an absent part (lse -inf)
+        for (int j = 0; j < kKvcClusterMax; ++j) {
+            const float w = empty ? 0.f : expf(lse[j] - max_lse);  // 0 past num_splits (lse -inf)
             weight_sum += w;
             acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
         }
@@ -155,36 +159,6 @@ __device__ __forceinline__ void kvc_merge_rows(const AttnParams& p, const KvcBlo
             p.softmax_lse[blk.b * p.lse_batch_stride + blk.head_of(packed) * p.lse_head_stride + blk.token_of(packed)] =
                 empty ? INFINITY : max_lse + __logf(weight_sum);
     }
-}
-
-template <class T, typename Elem>
-__device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
-                                                  uint32_t part_o, uint32_t part_lse, int tid) {
-    kvc_merge_rows<T, kKvcClusterMax, Elem>(
-        p, blk, int(ptx::cluster_rank()) * T::kConsumerThreads + tid, num_splits * T::kConsumerThreads,
-        [&](int j, int local, int col, float& lse, float4& o) {
-            const bool split = j < num_splits;
-            lse = split ? ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, j)) : -INFINITY;
-            o = split ? ptx::ld_cluster_f32x4(ptx::cluster_smem_addr(part_o + (local * T::kPartialStride + col) * 4, j))
-                      : make_float4(0.f, 0.f, 0.f, 0.f);
-        });
-}
-
-// A unit's slots merged by the run that finished its last tile (shared tiles, kvcache_steal.cuh): each consumer thread
-// takes (row, 4-column) items, reading every published slot.
-template <class T, typename Elem>
-__device__ __forceinline__ void kvc_slots_merge(const AttnParams& p, const KvcPlan& plan, const KvcBlock& blk,
-                                                int units, int unit, int tid) {
-    const int* flags = kvc_slot_flags(plan, units, unit);
-    const int64_t first_row = int64_t(unit) * kKvcStealSlots * blk.packed_rows;  // a slot: the unit's packed rows
-    kvc_merge_rows<T, kKvcStealSlots, Elem>(
-        p, blk, tid, T::kConsumerThreads, [&](int j, int local, int col, float& lse, float4& o) {
-            const bool published = kvc_load_shared_int(flags + j) != 0;
-            const int64_t row = first_row + j * blk.packed_rows + local;
-            lse = published ? __ldcg(plan.steal_lse + row) : -INFINITY;
-            o = published ? __ldcg(reinterpret_cast<const float4*>(plan.steal_o + row * p.head_dim_v + col))
-                          : make_float4(0.f, 0.f, 0.f, 0.f);
-        });
 }
 
 template <class T>
@@ -204,12 +178,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // A block of head_group kv heads (KvcPlan::head_group): its tiles are kBlockN key-rows, keys_per_tile keys of
     // each of its kv heads, arranged as KvcTileCols says.
     const int head_group = plan.head_group, keys_per_tile = T::kBlockN / head_group;
-    // Shared tiles (kvcache_steal.cuh): this block's own unit first, then chunks of others'; one split, one row block.
-    const bool shared_tiles = plan.share_tiles;
-    const int home = blockIdx.y, units = gridDim.y;
-    const KvcBlock home_blk(p, plan.num_splits, T::kBlockM, keys_per_tile, head_group);
-    const int home_tiles = home_blk.tiles.end - home_blk.tiles.begin;
+    const KvcBlock blk(p, plan.num_splits, T::kBlockM, keys_per_tile, head_group);
+    const int split = blk.split, b = blk.b, hk = blk.hk, rows = blk.rows, m0 = blk.m0;
+    const CacheSeq seq = blk.seq;
+    const KeyRange first = blk.first, last = blk.last;
+    const int tile_begin = blk.tiles.begin, tiles = blk.tiles.end - blk.tiles.begin;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    auto token_of = [&](int packed) { return blk.token_of(packed); };
+    auto head_of = [&](int packed) { return blk.head_of(packed); };
 
     if (tid == 0) {
         kvc_mark(kKvStart);
@@ -227,91 +203,37 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     __syncthreads();  // the last block-wide barrier: the producer warps leave the consumers after their loops
     if (tid == 0) kvc_mark(kKvSynced);
 
-    // ---- producer warps: K's and V's (one warp, both, on dense caches and with shared tiles) ---------------------
+    // ---- producer warps: K's and V's (one warp, both, on dense caches) ------------------------------------------
     if (warp >= T::kProducerWarp) {
         const bool issue_k = warp == T::kProducerWarp, issue_v = !issue_k || blockDim.x == T::kThreadsDense;
+        const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
+        const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
         // In pieces: paged caches, and dense ones read several kv heads a block (as one page as long as the cache).
-        const bool pieced = p.block_table || head_group > 1;
-        const int page_rows = p.block_table ? p.page_size : kDensePageRows;
-        const int piece_rows = kvc_box_rows(p.block_table ? p.page_size : 0, T::kBlockN, head_group);
+        const bool pieced = table_row || head_group > 1;
+        const int page_rows = table_row ? p.page_size : kDensePageRows;
+        const int piece_rows = kvc_box_rows(table_row ? p.page_size : 0, T::kBlockN, head_group);
         const uint64_t evict_first = ptx::l2_policy_evict_first();
-        // A unit's sequence in the cache: its block table row, or its cache entry.
-        struct Source {
-            const int32_t* table_row;
-            int entry;
-        };
-        auto source_of = [&](const KvcBlock& blk) {
-            return Source{p.block_table ? p.block_table + blk.b * p.block_table_batch_stride : nullptr,
-                          p.cache_batch_idx ? p.cache_batch_idx[blk.b] : blk.b};
-        };
-        // Tile `tile` of unit `blk`'s keys into ring position i; with shared tiles, its place (`work`) beside the K
-        // stage, written once the consumers have read the stage's last one and before the stage's arrival.
-        auto issue_tile = [&](int i, const KvcBlock& blk, const Source& src, int tile, const KvcWork* work) {
+        for (int i = 0; i < tiles; ++i) {
             const int ks = i % T::kKStages, vs = i % T::kVStages;
-            const int n0 = tile * keys_per_tile;
-            const int pos0 = blk.seq.leftpad + n0;
+            const int n0 = (tile_begin + i) * keys_per_tile;
+            const int pos0 = seq.leftpad + n0;
             // In pieces: this lane's piece, and (paged) the block its page maps to (pieces past the sequence are
             // skipped).
-            int where = src.entry, pieces = 0;
-            if (pieced) pieces = (min(keys_per_tile, blk.seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
-            if (src.table_row) where = lane < pieces ? src.table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
+            int where = entry, pieces = 0;
+            if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
+            if (table_row) where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
             if (issue_k) {
                 if (i >= T::kKStages) ptx::mbarrier_wait(&s.k_empty[ks], (i / T::kKStages - 1) % 2);
-                if (work && lane == 0) s.work[ks] = *work;
-                issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced, page_rows, piece_rows,
-                                               head_group, pos0, pieces, blk.hk, where, plan.kv_read_once,
-                                               evict_first);
+                issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced,
+                                               page_rows, piece_rows, head_group, pos0, pieces, hk, where,
+                                               plan.kv_read_once, evict_first);
                 if (i == 0 && lane == 0) kvc_mark(kKvFirstIssue);
             }
             if (issue_v) {
                 if (i >= T::kVStages) ptx::mbarrier_wait(&s.v_empty[vs], (i / T::kVStages - 1) % 2);
-                issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced, page_rows,
-                                                piece_rows, head_group, pos0, pieces, blk.hk, where, plan.kv_read_once,
-                                                evict_first);
-            }
-        };
-        if (!shared_tiles) {
-            const Source src = source_of(home_blk);
-            for (int i = 0; i < home_tiles; ++i) issue_tile(i, home_blk, src, home_blk.tiles.begin + i, nullptr);
-        } else {
-            // One producer warp issues K and V (the launch's kThreadsDense threads): the claims are its alone.
-            KvcBlock blk = home_blk;
-            Source src = source_of(blk);
-            int unit = home, slot = 0, i = 0;
-            int chunks = kvc_chunks(home_tiles, plan.steal_chunk_tiles), own = kvc_own_chunks(chunks);
-            int unclaimed = own;  // chunks of this unit taken without a claim (its own block's first half)
-            if (chunks == 0 && lane == 0) atomicAdd(kvc_exhausted(plan, units), 1);  // nothing to claim, ever
-            for (int chunk = 0;;) {
-                if (chunk >= chunks) {  // this unit has none left for us: another's
-                    KvcSteal steal;
-                    if (!kvc_find_victim<T::kBlockM>(p, plan, home, units, keys_per_tile, lane, steal)) break;
-                    unit = steal.unit, slot = steal.slot, chunk = steal.chunk, unclaimed = 0;
-                    blk = KvcBlock(p, 1, T::kBlockM, keys_per_tile, head_group, unit);
-                    src = source_of(blk);
-                    chunks = kvc_chunks(blk.tiles.end - blk.tiles.begin, plan.steal_chunk_tiles);
-                    own = kvc_own_chunks(chunks);
-                }
-                // The next chunk's claim goes out before this chunk's copies: its answer is not waited for until
-                // they are issued.
-                const bool claim = chunk + 1 >= unclaimed;
-                const int issued = claim ? kvc_claim_issue(plan, unit, lane) : 0;
-                const int first = blk.tiles.begin + chunk * plan.steal_chunk_tiles;
-                const int last = min(blk.tiles.end, first + plan.steal_chunk_tiles);
-                int next = chunk + 1;
-                for (int tile = first; tile < last; ++tile, ++i) {
-                    // Before the chunk's last tile: the claim's answer, which says whether the run ends with it.
-                    if (tile == last - 1 && claim) next = kvc_claim_result(plan, units, issued, chunks, own, lane);
-                    const KvcWork work{unit, tile, slot, tile == last - 1 && next >= chunks};
-                    issue_tile(i, blk, src, tile, &work);
-                }
-                chunk = next;
-            }
-            // No tiles left: one more K stage, completed without copies and marked so.
-            const int ks = i % T::kKStages;
-            if (i >= T::kKStages) ptx::mbarrier_wait(&s.k_empty[ks], (i / T::kKStages - 1) % 2);
-            if (lane == 0) {
-                s.work[ks] = KvcWork{kKvcNoWork, 0, 0, 0};
-                ptx::mbarrier_arrive(&s.k_full[ks]);
+                issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced,
+                                                page_rows, piece_rows, head_group, pos0, pieces, hk, where,
+                                                plan.kv_read_once, evict_first);
             }
         }
         if (in_cluster) {  // the consumers' two cluster barriers (the merge's), passed before leaving
@@ -325,200 +247,146 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // ---- consumers: Q's packed rows, gathered into the 128-byte swizzle (row r of a box: 16-byte chunk c at
     // position c ^ (r % 8)); rows past the block's are zeros ---------------------------------------------------------
     const KvcQueries<Elem> queries(p, plan.q_rot);
-    auto gather_q = [&](const KvcBlock& blk) {
+    {
         constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunks = T::kBlockM * T::kBoxes * kChunksPerBoxRow;
         for (int i = tid; i < kChunks; i += T::kConsumerThreads) {
             const int r = i / (T::kBoxes * kChunksPerBoxRow), bx = (i / kChunksPerBoxRow) % T::kBoxes;
             const int c = i % kChunksPerBoxRow, col = bx * T::kBoxCols + c * 8;
             uint4 v = make_uint4(0, 0, 0, 0);
-            if (r < blk.rows && col < p.head_dim) v = *reinterpret_cast<const uint4*>(queries.row(blk, blk.m0 + r) + col);
+            if (r < rows && col < p.head_dim) v = *reinterpret_cast<const uint4*>(queries.row(blk, m0 + r) + col);
             ptx::st_shared_16(ptx::smem_addr(s.q[bx]) + r * T::kRowBytes + ((c ^ (r % kChunksPerBoxRow)) * 16), v);
         }
         ptx::fence_proxy_async_shared();  // wgmma reads Q through the async proxy
         ptx::named_barrier_sync<1>(T::kConsumerThreads);
-    };
-    gather_q(home_blk);
+    }
     const bool marks = tid == 0;  // the timeline's (diagnostic builds only)
     if (marks) kvc_mark(kKvQReady);
 
     // Each thread's two rows (group and group + 8 of its warp's 16).
     const int group = lane / 4, tig = lane % 4;
+    const KvcRowPair row_pair = kvc_row_pair(p, blk, m0 + warp * 16 + group);
     // The tile's key-rows: pieces of kvc_box_rows keys of each kv head in turn (with one kv head, its keys in order).
     const KvcTileCols tile_cols{__ffs(head_group) - 1, __ffs(kvc_box_rows(0, T::kBlockN, head_group)) - 1};
+
+    float acc_o[T::kMTiles][T::kDTiles][4];
+    float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
+    start_rows<T>(acc_o, row_max, row_sum);
+    auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
     const bool transform = p.softcap > 0.f || p.alibi_slopes != nullptr;
     const float exp2_mult = transform ? kLog2e : p.scale_log2;
     const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
     const uint32_t q_smem = ptx::smem_addr(s.q[0]);  // one warpgroup: its 64 rows are the tile
     const bool warp_leader = lane == 0;
+
+    for (int i = 0; i < tiles; ++i) {
+        const int ks = i % T::kKStages, vs = i % T::kVStages;
+        const int n0 = (tile_begin + i) * keys_per_tile;
+
+        float acc_s[T::kMTiles][T::kNTiles][4];
+        ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
+        if (marks && i == 0) kvc_mark(kKvFirstK);
+        if (marks && i == tiles - 1) kvc_mark(kKvLastK);
+        issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[ks][0]));
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
+        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[ks]);
+
+        // Score modifiers, then the masks on tiles some row does not wholly see (and, with several kv heads, each row's
+        // scores of the other kv heads' key-rows).
+        kvc_prepare_scores<T::kNTiles, true>(acc_s[0], p, row_pair, n0, tig, seq.seqlen_k, transform,
+                                             !(last.begin <= n0 && first.end >= n0 + keys_per_tile), softcap_in,
+                                             tile_cols);
+        online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
+        uint32_t a_frag[T::kPvSteps][4];
+        pack_p<T>(a_frag, acc_s);
+
+        ptx::mbarrier_wait(&s.v_full[vs], (i / T::kVStages) % 2);
+        if (marks && i == tiles - 1) kvc_mark(kKvLastV);
+        // V rows past the sequence hold another sequence's (or never written) values, or were not copied at all: P is
+        // 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
+        const int tail = seq.seqlen_k - n0;
+        if (tail < keys_per_tile) {
+            constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunksPerBox = T::kBlockN * kChunksPerBoxRow;
+            const uint32_t base = ptx::smem_addr(s.v[vs][0]);
+            for (int c = tid; c < T::kBoxesV * kChunksPerBox; c += T::kConsumerThreads) {
+                const int row = c % kChunksPerBox / kChunksPerBoxRow;  // the key-row, in its box
+                if (tile_cols.key(row / 8) + row % 8 >= tail) ptx::st_shared_16(base + c * 16, make_uint4(0, 0, 0, 0));
+            }
+            ptx::fence_proxy_async_shared();
+            ptx::named_barrier_sync<1>(T::kConsumerThreads);
+        }
+        issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]));
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(o_flat);
+        if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
+        if (marks && i == 0) kvc_mark(kKvFirstPv);
+        if (marks && i == tiles - 1) kvc_mark(kKvLastPv);
+    }
+
+    // ---- epilogue: the rows' normalised O and LSE, to the output, or (splits) to this block's shared memory for the
+    // cluster's merge or to the workspace for the combine ------------------------------------------------------------
+    const bool partial = plan.num_splits > 1;
     // The merge's partial rows take the V stages and their LSEs the K stages: every copy has landed and every product
-    // that read them has completed by the epilogue.
+    // that read them has completed by now.
     static_assert(sizeof(s.v) >= sizeof(float) * T::kBlockM * T::kPartialStride, "partial rows fit V's stages");
     static_assert(sizeof(s.k) >= sizeof(float) * T::kBlockM, "partial LSEs fit K's stages");
     float* part_o = reinterpret_cast<float*>(s.v[0][0]);
     float* part_lse = reinterpret_cast<float*>(s.k[0][0]);
     const float max_to_natural = exp2_mult * kLn2;
-
-    // Runs: the home unit's tiles, then (shared tiles) each run of another unit's tiles the producer copied.
-    KvcBlock blk = home_blk;
-    int unit = home, slot = 0, stolen = 0;  // stolen: other units' tiles computed (the timeline's)
-    for (int i = 0;;) {
-        const KvcRowPair row_pair = kvc_row_pair(p, blk, blk.m0 + warp * 16 + group);
-        const CacheSeq seq = blk.seq;
-        const KeyRange first = blk.first, last = blk.last;
-        float acc_o[T::kMTiles][T::kDTiles][4];
-        float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
-        start_rows<T>(acc_o, row_max, row_sum);
-        auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
-        int run_tiles = 0;
-        KvcWork next = KvcWork{kKvcNoWork, 0, 0, 0};
-        bool next_known = true;  // shared tiles: `next` is the stage after the run's (else still to be read)
-        for (;; ++i) {
-            const int ks = i % T::kKStages, vs = i % T::kVStages;
-            int tile;
-            if (shared_tiles) {
-                ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
-                next = s.work[ks];
-                if (next.unit != unit) break;  // another unit's tile (left for the next run), or none
-                tile = next.tile;
+    Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        // The quad's sum first, by every lane: the shuffle is a full-warp one, so no lane may have left for a row
+        // past the block's (with only some of the warp's rows in the block, half a warp would wait there for lanes
+        // that never come).
+        const float sum = ptx::quad_sum(row_sum[0][half]);
+        const int local = warp * 16 + group + 8 * half;
+        if (local >= rows) continue;
+        const int packed = m0 + local;
+        const bool empty = !(sum > 0.f);  // saw no key
+        const float inv = empty ? 0.f : __fdividef(1.f, sum);
+        const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[0][half] * max_to_natural + __logf(sum);
+        if (partial) {
+            // The normalised fp32 partial row and its LSE: in this block's shared memory for the cluster's merge, or
+            // in the workspace for the combine (a split that saw no key leaves O = 0 and LSE = -inf: weight 0).
+            float* o;
+            float* lse_at;
+            if (in_cluster) {
+                o = part_o + local * T::kPartialStride;
+                lse_at = part_lse + local;
             } else {
-                if (i >= home_tiles) break;
-                tile = blk.tiles.begin + i;
-                ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
+                const int64_t row_index =
+                    ((int64_t(split) * p.batch + b) * p.nheads + head_of(packed)) * p.seqlen_q + token_of(packed);
+                o = plan.o_accum + row_index * p.head_dim_v;
+                lse_at = plan.lse_accum + row_index;
             }
-            const int n0 = tile * keys_per_tile;
-
-            float acc_s[T::kMTiles][T::kNTiles][4];
-            if (marks && i == 0) kvc_mark(kKvFirstK);
-            if (marks && i == home_tiles - 1) kvc_mark(kKvLastK);
-            issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[ks][0]));
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
-            if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[ks]);
-
-            // Score modifiers, then the masks on tiles some row does not wholly see (and, with several kv heads, each
-            // row's scores of the other kv heads' key-rows).
-            kvc_prepare_scores<T::kNTiles, true>(acc_s[0], p, row_pair, n0, tig, seq.seqlen_k, transform,
-                                                 !(last.begin <= n0 && first.end >= n0 + keys_per_tile), softcap_in,
-                                                 tile_cols);
-            online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
-            uint32_t a_frag[T::kPvSteps][4];
-            pack_p<T>(a_frag, acc_s);
-
-            ptx::mbarrier_wait(&s.v_full[vs], (i / T::kVStages) % 2);
-            if (marks && i == home_tiles - 1) kvc_mark(kKvLastV);
-            // V rows past the sequence hold another sequence's (or never written) values, or were not copied at all:
-            // P is 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
-            const int tail = seq.seqlen_k - n0;
-            if (tail < keys_per_tile) {
-                constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunksPerBox = T::kBlockN * kChunksPerBoxRow;
-                const uint32_t base = ptx::smem_addr(s.v[vs][0]);
-                for (int c = tid; c < T::kBoxesV * kChunksPerBox; c += T::kConsumerThreads) {
-                    const int row = c % kChunksPerBox / kChunksPerBoxRow;  // the key-row, in its box
-                    if (tile_cols.key(row / 8) + row % 8 >= tail)
-                        ptx::st_shared_16(base + c * 16, make_uint4(0, 0, 0, 0));
-                }
-                ptx::fence_proxy_async_shared();
-                ptx::named_barrier_sync<1>(T::kConsumerThreads);
-            }
-            issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]));
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(o_flat);
-            if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
-            if (marks && i == 0) kvc_mark(kKvFirstPv);
-            if (marks && i == home_tiles - 1) kvc_mark(kKvLastPv);
-            ++run_tiles;
-            if (shared_tiles && next.run_end) {  // the run's last tile: its result now, the next stage after
-                ++i;
-                next_known = false;
-                break;
-            }
-        }
-
-        // ---- the run's epilogue: its rows' normalised O and LSE, to the output, or as a partial result (splits:
-        // this block's shared memory for the cluster's merge, or the workspace for the combine; shared tiles: the
-        // run's slot, unless it computed every tile of its unit) -----------------------------------------------------
-        const int unit_tiles = blk.tiles.end - blk.tiles.begin;
-        const bool to_slot = shared_tiles && run_tiles != unit_tiles;
-        const bool partial = plan.num_splits > 1 || to_slot;
-        Elem* out = static_cast<Elem*>(p.out) + blk.b * p.out_batch_stride;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            // The quad's sum first, by every lane: the shuffle is a full-warp one, so no lane may have left for a row
-            // past the block's (with only some of the warp's rows in the block, half a warp would wait there for
-            // lanes that never come).
-            const float sum = ptx::quad_sum(row_sum[0][half]);
-            const int local = warp * 16 + group + 8 * half;
-            if (local >= blk.rows) continue;
-            const int packed = blk.m0 + local;
-            const bool empty = !(sum > 0.f);  // saw no key
-            const float inv = empty ? 0.f : __fdividef(1.f, sum);
-            const float lse =
-                empty ? (partial ? -INFINITY : INFINITY) : row_max[0][half] * max_to_natural + __logf(sum);
-            if (partial) {
-                // The normalised fp32 partial row and its LSE (a part that saw no key leaves O = 0 and LSE = -inf:
-                // weight 0).
-                float* o;
-                float* lse_at;
-                if (to_slot) {
-                    const int64_t row = (int64_t(unit) * kKvcStealSlots + slot) * blk.packed_rows + local;
-                    o = plan.steal_o + row * p.head_dim_v;
-                    lse_at = plan.steal_lse + row;
-                } else if (in_cluster) {
-                    o = part_o + local * T::kPartialStride;
-                    lse_at = part_lse + local;
-                } else {
-                    const int64_t row_index =
-                        ((int64_t(blk.split) * p.batch + blk.b) * p.nheads + blk.head_of(packed)) * p.seqlen_q +
-                        blk.token_of(packed);
-                    o = plan.o_accum + row_index * p.head_dim_v;
-                    lse_at = plan.lse_accum + row_index;
-                }
-#pragma unroll
-                for (int dt = 0; dt < T::kDTiles; ++dt) {
-                    const int col = dt * 8 + 2 * tig;
-                    if (col < p.head_dim_v)
-                        *reinterpret_cast<float2*>(o + col) =
-                            make_float2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv);
-                }
-                if (tig == 0) *lse_at = lse;
-            } else {
-                Elem* o = out + blk.token_of(packed) * p.out_row_stride + blk.head_of(packed) * p.out_head_stride;
-#pragma unroll
-                for (int dt = 0; dt < T::kDTiles; ++dt) {
-                    const int col = dt * 8 + 2 * tig;
-                    if (col < p.head_dim_v)
-                        *reinterpret_cast<uint32_t*>(o + col) =
-                            ptx::pack2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv, Elem());
-                }
-                if (p.softmax_lse && tig == 0)
-                    p.softmax_lse[blk.b * p.lse_batch_stride + blk.head_of(packed) * p.lse_head_stride +
-                                  blk.token_of(packed)] = lse;
+            for (int dt = 0; dt < T::kDTiles; ++dt) {
+                const int col = dt * 8 + 2 * tig;
+                if (col < p.head_dim_v)
+                    *reinterpret_cast<float2*>(o + col) =
+                        make_float2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv);
             }
+            if (tig == 0) *lse_at = lse;
+        } else {
+            Elem* o = out + token_of(packed) * p.out_row_stride + head_of(packed) * p.out_head_stride;
+#pragma unroll
+            for (int dt = 0; dt < T::kDTiles; ++dt) {
+                const int col = dt * 8 + 2 * tig;
+                if (col < p.head_dim_v)
+                    *reinterpret_cast<uint32_t*>(o + col) =
+                        ptx::pack2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv, Elem());
+            }
+            if (p.softmax_lse && tig == 0)
+                p.softmax_lse[b * p.lse_batch_stride + head_of(packed) * p.lse_head_stride + token_of(packed)] = lse;
         }
-        if (to_slot && kvc_publish_run<T::kConsumerThreads>(plan, units, unit, slot, run_tiles, unit_tiles, tid,
-                                                            &s.run_last))
-            kvc_slots_merge<T, Elem>(p, plan, blk, units, unit, tid);
-        if (unit != home) stolen += run_tiles;
-        if (!shared_tiles) break;
-        if (!next_known) {
-            ptx::mbarrier_wait(&s.k_full[i % T::kKStages], (i / T::kKStages) % 2);
-            next = s.work[i % T::kKStages];
-        }
-        if (next.unit == kKvcNoWork) break;
-        // The next run: the unit the producer moved to (its first tile's stage is full, not yet read).
-        unit = next.unit, slot = next.slot;
-        blk = KvcBlock(p, 1, T::kBlockM, keys_per_tile, head_group, unit);
-        gather_q(blk);  // every product that read the last unit's Q has completed
     }
-    if (plan.num_splits > 1 && in_cluster) {
+    if (partial && in_cluster) {
         ptx::cluster_sync();  // every split's partial rows written
         kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse), tid);
         ptx::cluster_sync();  // and read: no block's shared memory goes while another may still read it
     }
-    if (marks) {
-        kvc_mark(kKvStored);
-        kvc_note(kKvStolen, static_cast<unsigned long long>(stolen));
-    }
+    if (marks) kvc_mark(kKvStored);
 #endif
 }
 

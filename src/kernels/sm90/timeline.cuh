@@ -69,7 +69,6 @@ enum KvcEvent : int {
     kKvGlobalEnd,    // %globaltimer at kKvStored (ns)
     kKvUnit,         // the block's unit (blockIdx.y: batch x kv-head group) and split (blockIdx.z), to set a block
     kKvSplit,        // beside the others of its unit (its cluster's, where the splits merge in one)
-    kKvStolen,       // shared tiles: the tiles the block computed of other units
     kKvEvents
 };
 constexpr int kKvcTimelineBlocks = 8192;
@@ -123,13 +122,7 @@ __device__ __forceinline__ void kvc_mark(int event) {
         g_kvc_timeline[block][kKvSplit] = blockIdx.z;
     }
 }
-// A value rather than a time (kKvStolen).
-__device__ __forceinline__ void kvc_note(int event, unsigned long long value) {
-    const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    if (block < kKvcTimelineBlocks) g_kvc_timeline[block][event] = value;
-}
 #else
-__device__ __forceinline__ void kvc_note(int, unsigned long long) {}
 __device__ __forceinline__ void timeline_mark(int) {}
 __device__ __forceinline__ void tile_mark(int, int) {}
 __device__ __forceinline__ void kvc_mark(int) {}
