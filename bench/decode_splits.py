@@ -4,6 +4,8 @@ after an L2 flush as bench/bench_decode.py times it, with PyTorch SDPA (cuDNN) o
 
     python3 bench/decode_splits.py --shapes 1:8:1024 1:8:65536 --splits 0 4 8 16 32 --json out.json
 
+--int-lengths passes cache_seqlens as an int (every sequence full), so the kernel has no length to load first.
+
 A shape is batch:nheads_k:cache_len[:page] (seqlen_q 1, nheads_q 32, head dim 128, bf16, causal, as bench_decode.py);
 with a page size the cache is paged as bench_decode.py pages it (the dense cache's storage cut into pages, the block
 table a random permutation).
@@ -33,6 +35,8 @@ def main():
     ap.add_argument("--shapes", nargs="+", required=True, help="batch:nheads_k:cache_len")
     ap.add_argument("--splits", type=int, nargs="+", default=[0], help="num_splits values (0: the heuristic's)")
     ap.add_argument("--json", help="where to write the records")
+    ap.add_argument("--int-lengths", action="store_true",
+                    help="cache_seqlens as one int (the kernel reads no length from memory), not a tensor")
     args = ap.parse_args()
     from flashattn import flash_attn_with_kvcache
 
@@ -51,7 +55,8 @@ def main():
             k_cache, v_cache, block_table = bd.paged_cache(k_cache, v_cache, page, gen)
         graphs = {}
         for splits in args.splits:
-            call = (lambda s: lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True,
+            seqlens = cache_len if args.int_lengths else lengths
+            call = (lambda s: lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens, causal=True,
                                                              block_table=block_table, num_splits=s))(splits)
             graphs[splits] = bd.graph_of(call)
         times = {s: [] for s in args.splits}
