@@ -291,9 +291,10 @@ using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
 // FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison).
 constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
-// block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them.
+// block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
+// kernel splits grids of many waves (kvc_many_wave_splits; the Hopper one).
 KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1,
-                      KvcClusterCapacity cluster_capacity = nullptr) {
+                      KvcClusterCapacity cluster_capacity = nullptr, bool many_waves = false) {
     KvcPlan plan;
     plan.head_group = head_group;
     const KvcGrid grid = kvc_grid(p.batch, p.seqlen_q, p.nheads, p.nheads_k, head_group, kKvcBlockM);
@@ -313,6 +314,10 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
             const int fuller = kvc_splits(blocks, key_tiles, sm_count, slots, kKvcFillWaves);
             if (key_tiles / fuller >= kKvcLongSplitTiles) splits = fuller;
         }
+        // Grids of many waves of one kv head a block (dense caches and longer page pieces, as kvc_sm90_head_group).
+        const bool page_pieces = p.block_table && kvc_piece_rows(p.page_size, block_n) == kPageBoxRows;
+        if (many_waves && !page_pieces && head_group == 1 && kvc_many_waves(blocks, slots))
+            splits = kvc_many_wave_splits(key_tiles);
     }
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
@@ -365,7 +370,8 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const int sm_count = device.sm_count, blocks_per_sm = kvc_sm90_blocks_per_sm(p);
         const int group = kvc_sm90_head_group(p, int64_t(sm_count) * blocks_per_sm);
         KvcPlan plan =
-            make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), group, kvc_sm90_cluster_capacity);
+            make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), group, kvc_sm90_cluster_capacity,
+                          kvc_sm90_many_waves_on());
         constexpr int64_t kElemBytes = 2;  // the Hopper kernel's caches: fp16 or bf16
         const int64_t kv_bytes = int64_t(p.batch) * p.nheads_k * p.seqlen_k * (p.head_dim + p.head_dim_v) * kElemBytes;
         const char* choice = std::getenv(kKvcReadOnceVariable);

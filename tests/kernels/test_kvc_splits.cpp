@@ -122,6 +122,24 @@ TEST(KvcHeadGroup, DenseCachesTakeEightWhereTheirGridFillsTheGpuOnceElseFour) {
     EXPECT_EQ(kvc_dense_head_group(8, 4, 128 * 32, kSlots), 1); // 512 of 8: more than the slots
 }
 
+TEST(KvcManyWaves, OneKvHeadABlockFromSixWavesOfIt) {
+    constexpr int64_t kSlots = kSms * 2;
+    EXPECT_TRUE(kvc_many_waves(64 * 32, kSlots));    // 2048 blocks: 7.8 waves
+    EXPECT_FALSE(kvc_many_waves(32 * 32, kSlots));   // 1024: 3.9
+    EXPECT_FALSE(kvc_many_waves(64 * 8, kSlots));
+    EXPECT_FALSE(kvc_many_waves(1 << 20, 0));        // no slots known
+}
+
+TEST(KvcManyWaves, SplitsOfAtLeastThirtyTwoTilesUpToFour) {
+    EXPECT_EQ(kvc_many_wave_splits(16), 1);   // 1k keys of 64
+    EXPECT_EQ(kvc_many_wave_splits(63), 1);
+    EXPECT_EQ(kvc_many_wave_splits(64), 2);   // 4k
+    EXPECT_EQ(kvc_many_wave_splits(96), 3);
+    EXPECT_EQ(kvc_many_wave_splits(256), 4);  // 16k
+    EXPECT_EQ(kvc_many_wave_splits(1024), 4);
+    EXPECT_EQ(kvc_many_wave_splits(0), 1);
+}
+
 TEST(KvcBoxRows, SixteenWithSeveralKvHeadsElseAPieceOrTheTile) {
     EXPECT_EQ(kvc_box_rows(0, kTileKeys, 1), kTileKeys);     // dense, one kv head: the whole tile
     EXPECT_EQ(kvc_box_rows(0, kTileKeys, 4), kPageBoxRows);  // dense, 4 kv heads: 16 rows of each

@@ -184,6 +184,11 @@ int kvc_sm90_block_n(const AttnParams& p) {
     return with_traits(p, [](auto t) { return decltype(t)::kBlockN; });
 }
 
+bool kvc_sm90_many_waves_on() {
+    const char* choice = std::getenv("FLASHATTN_KVC_MANY_WAVES");
+    return !(choice && std::strcmp(choice, "0") == 0);
+}
+
 int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     const char* choice = std::getenv("FLASHATTN_KVC_HEAD_GROUP");
     if (choice && std::strcmp(choice, "1") == 0) return 1;
@@ -206,9 +211,11 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     }
     const int64_t kv_blocks = int64_t(p.batch) * p.nheads_k;
     // Pages read in 16-row pieces anyway (an odd multiple of 16 rows) group on every grid that stays full; dense
-    // caches and longer pieces only where the grouped grid fills the GPU about once.
+    // caches and longer pieces only where the grouped grid fills the GPU about once, and not where one kv head a
+    // block makes many waves (kvc_many_waves).
     const bool page_pieces = p.block_table && kvc_piece_rows(p.page_size, block_n) == kPageBoxRows;
     if (page_pieces) return kvc_head_group_for_grid(most, kv_blocks, slots);
+    if (kvc_sm90_many_waves_on() && kvc_many_waves(kv_blocks, slots)) return 1;
     const bool no_wide = choice && std::strcmp(choice, "no8") == 0;  // measurements: the rule without groups of 8
     return kvc_dense_head_group(no_wide ? 1 : wide, most, kv_blocks, slots);
 }
