@@ -122,12 +122,13 @@ TEST(KvcHeadGroup, DenseCachesTakeEightWhereTheirGridFillsTheGpuOnceElseFour) {
     EXPECT_EQ(kvc_dense_head_group(8, 4, 128 * 32, kSlots), 1); // 512 of 8: more than the slots
 }
 
-TEST(KvcManyWaves, OneKvHeadABlockFromSixWavesOfIt) {
+TEST(KvcManyWaves, OneKvHeadABlockFromSixWavesOfItWithOneQueryRowAKvHead) {
     constexpr int64_t kSlots = kSms * 2;
-    EXPECT_TRUE(kvc_many_waves(64 * 32, kSlots));    // 2048 blocks: 7.8 waves
-    EXPECT_FALSE(kvc_many_waves(32 * 32, kSlots));   // 1024: 3.9
-    EXPECT_FALSE(kvc_many_waves(64 * 8, kSlots));
-    EXPECT_FALSE(kvc_many_waves(1 << 20, 0));        // no slots known
+    EXPECT_TRUE(kvc_many_waves(64 * 32, 1, kSlots));    // 2048 blocks: 7.8 waves
+    EXPECT_FALSE(kvc_many_waves(64 * 32, 4, kSlots));   // four query rows a kv head (GQA, or 4 tokens)
+    EXPECT_FALSE(kvc_many_waves(32 * 32, 1, kSlots));   // 1024: 3.9
+    EXPECT_FALSE(kvc_many_waves(64 * 8, 1, kSlots));
+    EXPECT_FALSE(kvc_many_waves(1 << 20, 1, 0));        // no slots known
 }
 
 TEST(KvcManyWaves, SplitsOfAtLeastThirtyTwoTilesUpToFour) {

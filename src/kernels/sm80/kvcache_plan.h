@@ -124,17 +124,18 @@ FLASHATTN_HD constexpr int kvc_dense_head_group(int wide_group, int group_max, i
 }
 
 // Many waves (the Hopper kernel's dense caches and long pages): where the grid of one kv head a block is at least
-// kKvcManyWaves x the resident slots, one kv head a block (kvc_sm90_head_group) and, with splits left to the planner,
-// kvc_many_wave_splits of them: a split of at least kKvcManyWaveSplitTiles tiles, at most kKvcManyWaveSplitsMax.
-// Why: at batch 64 x 32 kv heads on an H100 (2048 blocks of one kv head, 7.8 waves of 264 slots) that read 0.4-0.9%
-// faster than the 256 blocks of 8 kv heads kvc_dense_head_group takes, at every cache length measured: 1k unsplit
-// 363.4 against 365.0 us, 4k 2 splits 1392.9-1394.2 against 1404.5-1405.3, 16k 4 splits 5515.2 against 5550.9
-// (bench/NOTES.md, "kv-cache: many waves"). Not at 32 x 32 (1024 blocks, 3.9 waves), where 128 blocks of 8 stay
-// 1-2% faster than any split of one kv head.
+// kKvcManyWaves x the resident slots and a kv head has one query row (kv_rows: query rows x query heads a kv head),
+// one kv head a block (kvc_sm90_head_group) and, with splits left to the planner, kvc_many_wave_splits of them: a
+// split of at least kKvcManyWaveSplitTiles tiles, at most kKvcManyWaveSplitsMax. Why: at batch 64 x 32 kv heads, one
+// query row, on an H100 (2048 blocks of one kv head, 7.8 waves of 264 slots) that read 0.5-0.8% faster than the 256
+// blocks of 8 kv heads kvc_dense_head_group takes, on dense caches and pages of 256 (dense: 1k unsplit 363.2 against
+// 365.0 us, 4k 2 splits 1393.1 against 1401.9, 16k 4 splits 5513.7 against 5548.1), and the same on pages of 64
+// (bench/NOTES.md, "kv-cache: many waves"). With four query rows a kv head it was 0.9% faster at 1k and up to 0.9%
+// slower at 4k; at 32 x 32 (1024 blocks, 3.9 waves) 128 blocks of 8 stay 1-2% faster than any split of one kv head.
 constexpr int64_t kKvcManyWaves = 6;
 constexpr int kKvcManyWaveSplitTiles = 32, kKvcManyWaveSplitsMax = 4;
-FLASHATTN_HD constexpr bool kvc_many_waves(int64_t kv_blocks, int64_t slots) {
-    return slots > 0 && kv_blocks >= kKvcManyWaves * slots;
+FLASHATTN_HD constexpr bool kvc_many_waves(int64_t kv_blocks, int64_t kv_rows, int64_t slots) {
+    return kv_rows == 1 && slots > 0 && kv_blocks >= kKvcManyWaves * slots;
 }
 FLASHATTN_HD constexpr int kvc_many_wave_splits(int64_t key_tiles) {
     const int64_t splits = key_tiles / kKvcManyWaveSplitTiles;

@@ -215,7 +215,7 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     // block makes many waves (kvc_many_waves).
     const bool page_pieces = p.block_table && kvc_piece_rows(p.page_size, block_n) == kPageBoxRows;
     if (page_pieces) return kvc_head_group_for_grid(most, kv_blocks, slots);
-    if (kvc_sm90_many_waves_on() && kvc_many_waves(kv_blocks, slots)) return 1;
+    if (kvc_sm90_many_waves_on() && kvc_many_waves(kv_blocks, kv_rows, slots)) return 1;
     const bool no_wide = choice && std::strcmp(choice, "no8") == 0;  // measurements: the rule without groups of 8
     return kvc_dense_head_group(no_wide ? 1 : wide, most, kv_blocks, slots);
 }
