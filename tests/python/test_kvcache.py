@@ -362,10 +362,12 @@ def test_dense_grouped_by_default_on_a_large_grid(device, batch, nheads, nheads_
 @pytest.mark.parametrize("page_size,head_dim", [(None, 128), (64, 64), (256, 40)])
 def test_many_waves_one_kv_head_split_by_default(page_size, head_dim):
     # 64 sequences x 32 kv heads, one query row: 2048 blocks of one kv head, more than six waves of an H100's resident
-    # slots. The default rule takes one kv head a block there and splits a 4100-key cache in two (kvc_many_waves);
-    # ragged lengths, dense caches and long pages, no forcing.
+    # slots. The default rule takes one kv head a block there and splits a 4100-key cache in two (kvc_many_waves: the
+    # split count follows the capacity); ragged lengths (one full, most short: splits that see no key), dense caches
+    # and long pages, no forcing.
+    lengths = [[4000, 1, 17, 113, 250, 600, 0, 40][i % 8] for i in range(64)]
     check("cuda", torch.bfloat16, batch=64, seqlen_q=1, nheads=32, nheads_k=32, head_dim=head_dim,
-          seqlen_cache=4100, seqlen_new=1, page_size=page_size, causal=True)
+          seqlen_cache=4100, seqlen_new=1, page_size=page_size, lengths=lengths, causal=True)
 
 
 @pytest.mark.parametrize("device", DEVICES)
