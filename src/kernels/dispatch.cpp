@@ -315,7 +315,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
             if (key_tiles / fuller >= kKvcLongSplitTiles) splits = fuller;
         }
         // Grids of many waves of one kv head a block (dense caches and longer page pieces, as kvc_sm90_head_group).
-        const bool page_pieces = p.block_table && kvc_piece_rows(p.page_size, block_n) == kPageBoxRows;
+        const bool page_pieces = kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n);
         const int64_t kv_rows = int64_t(p.seqlen_q) * (p.nheads / std::max(p.nheads_k, 1));
         if (many_waves && !page_pieces && head_group == 1 && kvc_many_waves(blocks, kv_rows, slots))
             splits = kvc_many_wave_splits(key_tiles);

@@ -131,6 +131,14 @@ TEST(KvcManyWaves, OneKvHeadABlockFromSixWavesOfItWithOneQueryRowAKvHead) {
     EXPECT_FALSE(kvc_many_waves(1 << 20, 1, 0));        // no slots known
 }
 
+TEST(KvcSmallPagePieces, PagesOfAnOddMultipleOfSixteenRows) {
+    EXPECT_TRUE(kvc_small_page_pieces(true, 16, kTileKeys));
+    EXPECT_TRUE(kvc_small_page_pieces(true, 48, kTileKeys));
+    EXPECT_FALSE(kvc_small_page_pieces(true, 64, kTileKeys));   // pieces of 64
+    EXPECT_FALSE(kvc_small_page_pieces(true, 32, kTileKeys));   // pieces of 32
+    EXPECT_FALSE(kvc_small_page_pieces(false, 16, kTileKeys));  // dense
+}
+
 TEST(KvcManyWaves, SplitsOfAtLeastThirtyTwoTilesUpToFour) {
     EXPECT_EQ(kvc_many_wave_splits(16), 1);   // 1k keys of 64
     EXPECT_EQ(kvc_many_wave_splits(63), 1);

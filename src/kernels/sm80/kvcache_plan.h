@@ -51,6 +51,12 @@ FLASHATTN_HD constexpr int kvc_piece_rows(int64_t page_size, int block_n) {
     return rows;
 }
 
+// Whether a paged cache's pages hold an odd multiple of kPageBoxRows rows, so that it is read in pieces of that many
+// rows whatever the kv heads a block (the Hopper kernel's head-group and many-waves rules treat those apart).
+FLASHATTN_HD constexpr bool kvc_small_page_pieces(bool paged, int64_t page_size, int block_n) {
+    return paged && kvc_piece_rows(page_size, block_n) == kPageBoxRows;
+}
+
 // Rows a copy of the Hopper kv-cache kernel (its box): with several kv heads a block, kPageBoxRows, or the keys of
 // each kv head a tile where fewer (8 of 8 kv heads in a 64-key tile); else a page piece (paged, page_size > 0) or
 // the whole tile (dense). KvcTileCols places a tile's key-rows from it.

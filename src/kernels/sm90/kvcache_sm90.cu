@@ -213,7 +213,7 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     // Pages read in 16-row pieces anyway (an odd multiple of 16 rows) group on every grid that stays full; dense
     // caches and longer pieces only where the grouped grid fills the GPU about once, and not where one kv head a
     // block makes many waves (kvc_many_waves).
-    const bool page_pieces = p.block_table && kvc_piece_rows(p.page_size, block_n) == kPageBoxRows;
+    const bool page_pieces = kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n);
     if (page_pieces) return kvc_head_group_for_grid(most, kv_blocks, slots);
     if (kvc_sm90_many_waves_on() && kvc_many_waves(kv_blocks, kv_rows, slots)) return 1;
     const bool no_wide = choice && std::strcmp(choice, "no8") == 0;  // measurements: the rule without groups of 8
