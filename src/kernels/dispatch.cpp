@@ -292,7 +292,7 @@ using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
 constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
-// kernel splits grids of many waves (kvc_many_wave_splits; the Hopper one).
+// grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
 KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1,
                       KvcClusterCapacity cluster_capacity = nullptr, bool many_waves = false) {
     KvcPlan plan;
@@ -314,11 +314,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
             const int fuller = kvc_splits(blocks, key_tiles, sm_count, slots, kKvcFillWaves);
             if (key_tiles / fuller >= kKvcLongSplitTiles) splits = fuller;
         }
-        // Grids of many waves of one kv head a block (dense caches and longer page pieces, as kvc_sm90_head_group).
-        const bool page_pieces = kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n);
-        const int64_t kv_rows = int64_t(p.seqlen_q) * (p.nheads / std::max(p.nheads_k, 1));
-        if (many_waves && !page_pieces && head_group == 1 && kvc_many_waves(blocks, kv_rows, slots))
-            splits = kvc_many_wave_splits(key_tiles);
+        if (many_waves && head_group == 1) splits = kvc_many_wave_splits(key_tiles);
     }
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
@@ -369,10 +365,9 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
     if (use_sm90_kvcache(p)) {
         const DeviceProps& device = current_device_props();
         const int sm_count = device.sm_count, blocks_per_sm = kvc_sm90_blocks_per_sm(p);
-        const int group = kvc_sm90_head_group(p, int64_t(sm_count) * blocks_per_sm);
-        KvcPlan plan =
-            make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), group, kvc_sm90_cluster_capacity,
-                          kvc_sm90_many_waves_on());
+        const int64_t slots = int64_t(sm_count) * blocks_per_sm;
+        KvcPlan plan = make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), kvc_sm90_head_group(p, slots),
+                                     kvc_sm90_cluster_capacity, kvc_sm90_many_waves(p, slots));
         constexpr int64_t kElemBytes = 2;  // the Hopper kernel's caches: fp16 or bf16
         const int64_t kv_bytes = int64_t(p.batch) * p.nheads_k * p.seqlen_k * (p.head_dim + p.head_dim_v) * kElemBytes;
         const char* choice = std::getenv(kKvcReadOnceVariable);

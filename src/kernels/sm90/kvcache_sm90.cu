@@ -184,9 +184,12 @@ int kvc_sm90_block_n(const AttnParams& p) {
     return with_traits(p, [](auto t) { return decltype(t)::kBlockN; });
 }
 
-bool kvc_sm90_many_waves_on() {
+bool kvc_sm90_many_waves(const AttnParams& p, int64_t slots) {
     const char* choice = std::getenv("FLASHATTN_KVC_MANY_WAVES");
-    return !(choice && std::strcmp(choice, "0") == 0);
+    if (choice && std::strcmp(choice, "0") == 0) return false;
+    const bool page_pieces = kvc_small_page_pieces(p.block_table != nullptr, p.page_size, kvc_sm90_block_n(p));
+    const int64_t kv_rows = int64_t(p.seqlen_q) * (p.nheads / p.nheads_k);
+    return !page_pieces && kvc_many_waves(int64_t(p.batch) * p.nheads_k, kv_rows, slots);
 }
 
 int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
@@ -215,7 +218,7 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     // block makes many waves (kvc_many_waves).
     const bool page_pieces = kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n);
     if (page_pieces) return kvc_head_group_for_grid(most, kv_blocks, slots);
-    if (kvc_sm90_many_waves_on() && kvc_many_waves(kv_blocks, kv_rows, slots)) return 1;
+    if (kvc_sm90_many_waves(p, slots)) return 1;
     const bool no_wide = choice && std::strcmp(choice, "no8") == 0;  // measurements: the rule without groups of 8
     return kvc_dense_head_group(no_wide ? 1 : wide, most, kv_blocks, slots);
 }

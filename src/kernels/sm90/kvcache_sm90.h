@@ -28,9 +28,10 @@ int kvc_sm90_block_n(const AttnParams& p);
 // the grid (tests), =8 kvc_wide_head_group's where it is 8, else kvc_head_group's (tests), =2 or =4 at most that many,
 // =no8 the rule without groups of 8 (measurements).
 int kvc_sm90_head_group(const AttnParams& p, int64_t slots);
-// Whether the many-waves rule applies (kvc_many_waves: one kv head a block and kvc_many_wave_splits on grids of many
-// waves); FLASHATTN_KVC_MANY_WAVES=0 turns it off (measurements).
-bool kvc_sm90_many_waves_on();
+// Whether the many-waves rule applies to p on a GPU of `slots` resident blocks (kvc_many_waves, on dense caches and
+// longer page pieces: one kv head a block, kvc_sm90_head_group, and kvc_many_wave_splits splits, the planner's);
+// FLASHATTN_KVC_MANY_WAVES=0 turns it off (measurements).
+bool kvc_sm90_many_waves(const AttnParams& p, int64_t slots);
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan);
 
