@@ -7,6 +7,7 @@ bf16, one query row, 32 query heads, head dim 128, causal. PAGE 0: a dense cache
 of PAGE, in a random order (as bench/bench_decode.py pages them). "cudnn": PyTorch SDPA's cuDNN backend on the
 contiguous (batch, heads, seqlen, hdim) cache instead (the peer). --flush: a 256 MiB buffer written before each call,
 as bench/bench_decode.py's L2 flush (for profiles that leave the caches alone, --cache-control none).
+NCU_DECODE_SPLITS (environment): num_splits for flashattn's call (default 0, the heuristic's count).
 """
 import os
 import sys
@@ -22,6 +23,7 @@ args = [a for a in sys.argv[1:] if a != "--flush"]
 flush = torch.empty(bd.L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if "--flush" in sys.argv else None
 batch, nheads_k, cache_len, page = (int(a) for a in args[:4])
 peer = len(args) > 4 and args[4] == "cudnn"
+splits = int(os.environ.get("NCU_DECODE_SPLITS", "0"))
 dev, dt = "cuda", torch.bfloat16
 g = torch.Generator(device=dev).manual_seed(0)
 q = torch.randn(batch, 1, 32, 128, device=dev, dtype=dt, generator=g)
@@ -40,7 +42,7 @@ if peer:
             torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
 else:
     def call():
-        flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, block_table=table, causal=True)
+        flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, block_table=table, causal=True, num_splits=splits)
 
 
 def flushed_call():

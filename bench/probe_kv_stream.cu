@@ -13,6 +13,8 @@
 //   mode 3  per head, (batch, head, seq, dim) (the layout cuDNN's timings use): boxes of 64 rows
 //   mode 4  paged, page 16, pages in random order: per head, four 16-row pieces a tile (the kernel's paged tiles)
 //   mode 5  paged, page 16, random order: boxes of 16 rows x 4 heads (half a page's heads, one piece a tile)
+//   mode 6  per head, (batch, seq, head, dim), no copy engine: 128 threads issue 16-byte cp.async copies (the load
+//           path of cuDNN's Ampere-style decode kernel), the same 64-row tiles and two stages in flight
 //
 // Build and run (on an H100):  nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Isrc -Iinclude \
 //     bench/probe_kv_stream.cu -o /tmp/probe && /tmp/probe [batch] [seqlen] [nheads_k]
@@ -25,6 +27,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/common/ptx.cuh"
 #include "kernels/common/ptx_sm90.cuh"
 
 namespace {
@@ -44,11 +47,14 @@ struct Mode {
     int rows, heads;  // of a box
     bool head_major;  // (batch, head, seq, dim)
     bool paged;
+    bool threads_copy;  // cp.async by kCopyThreads threads instead of the copy engine
 };
+constexpr int kCopyThreads = 128;
 constexpr Mode kModes[] = {
     {"per head, 64 rows x 1 head", 64, 1, false, false}, {"16 rows x 4 heads", 16, 4, false, false},
     {"8 rows x 8 heads", 8, 8, false, false},            {"(b, h, s, d) layout, 64 rows", 64, 1, true, false},
     {"paged 16, per head, 4 pieces", 16, 1, false, true}, {"paged 16, 16 rows x 4 heads", 16, 4, false, true},
+    {"per head, cp.async by 128 threads", 64, 1, false, false, true},
 };
 
 struct Work {
@@ -101,6 +107,33 @@ __global__ void __launch_bounds__(32) stream_kernel(const __grid_constant__ CUte
         ptx::mbarrier_wait(&s.full[i % kStages], (i / kStages) % 2);
 }
 
+// Mode 6: block (b, h) of the (batch, seq, head, dim) cache, 64-row tiles of K and V, each of kCopyThreads threads
+// copying 16-byte chunks with cp.async, two tiles in flight (a thread waits for its own copies of the older tile
+// before reusing its stage).
+__global__ void __launch_bounds__(kCopyThreads) stream_threads_kernel(const unsigned char* k, const unsigned char* v,
+                                                                      Work w) {
+    extern __shared__ unsigned char raw[];
+    auto& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) / 1024 * 1024);
+    const int b = blockIdx.x / w.nheads, h = blockIdx.x % w.nheads;
+    constexpr int kRowBytes = kHeadDim * 2, kChunksPerRow = kRowBytes / 16;
+    constexpr int kChunks = kTileRowsTimesHeads * kChunksPerRow;
+    const int tiles = w.seqlen / kTileRowsTimesHeads;
+    const size_t row_stride = size_t(w.nheads) * kRowBytes;
+    const size_t base = (size_t(b) * w.seqlen * w.nheads + h) * kRowBytes;
+    for (int i = 0; i < tiles; ++i) {
+        const int st = i % kStages;
+        for (int c = threadIdx.x; c < kChunks; c += kCopyThreads) {
+            const int row = c / kChunksPerRow, col = c % kChunksPerRow;
+            const size_t off = base + size_t(i * kTileRowsTimesHeads + row) * row_stride + col * 16;
+            ptx::cp_async_16(ptx::smem_addr(s.k[st] + c * 16), k + off, true);
+            ptx::cp_async_16(ptx::smem_addr(s.v[st] + c * 16), v + off, true);
+        }
+        ptx::cp_async_commit();
+        ptx::cp_async_wait<kStages - 1>();
+    }
+    ptx::cp_async_wait<0>();
+}
+
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -148,6 +181,7 @@ int main(int argc, char** argv) {
 
     const int smem = 100 * 1024;  // two blocks an SM, as the kernel
     cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaFuncSetAttribute(stream_threads_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -178,7 +212,11 @@ int main(int argc, char** argv) {
         for (int r = 0; r < kRepeats + 2; ++r) {
             cudaMemsetAsync(flush, r, kFlushBytes);
             cudaEventRecord(e0);
-            stream_kernel<<<grid, 32, smem>>>(mk, mv, w);
+            if (mode.threads_copy)
+                stream_threads_kernel<<<grid, kCopyThreads, smem>>>(static_cast<const unsigned char*>(k),
+                                                                    static_cast<const unsigned char*>(v), w);
+            else
+                stream_kernel<<<grid, 32, smem>>>(mk, mv, w);
             cudaEventRecord(e1);
             cudaEventSynchronize(e1);
             float t = 0;
