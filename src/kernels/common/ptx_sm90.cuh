@@ -362,6 +362,29 @@ __device__ __forceinline__ void cluster_sync() {
     cluster_wait();
 }
 
+// Cheaper arrivals where less needs publishing. The release arrive above is a GPU-scope memory barrier in the SASS
+// (MEMBAR.ALL.GPU), which waits on the memory system: microseconds at the end of a decode call.
+// cluster_arrive_shared: publishes this thread's earlier writes to its own block's shared memory alone (for the
+// cluster's other blocks to read), by a release fence restricted to shared::cta at cluster scope and a relaxed arrive
+// (PTX ISA 8.6, CUDA 12.8; older toolkits take the release arrive).
+// cluster_arrive_relaxed: publishes nothing; for a thread that wrote nothing another block reads, e.g. one that only
+// keeps its shared memory alive until the others' reads of it have returned.
+__device__ __forceinline__ void cluster_arrive_shared() {
+#if FLASHATTN_SM90 && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
+    asm volatile("fence.release.sync_restrict::shared::cta.cluster;\n" ::: "memory");
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#else
+    cluster_arrive();
+#endif
+}
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if FLASHATTN_SM90
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
 // The address, in the cluster's shared window, of the same shared-memory location in the block of rank `rank`.
 __device__ __forceinline__ uint32_t cluster_smem_addr(uint32_t smem_byte_addr, uint32_t rank) {
 #if FLASHATTN_SM90

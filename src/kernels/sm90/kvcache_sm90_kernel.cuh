@@ -236,10 +236,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                 plan.kv_read_once, evict_first);
             }
         }
-        if (in_cluster) {  // the consumers' two cluster barriers (the merge's), passed before leaving
-            __syncwarp();
-            ptx::cluster_sync();
-            ptx::cluster_sync();
+        if (in_cluster) {  // the consumers' two cluster barriers (the merge's), passed before leaving; the producers
+            __syncwarp();   // publish nothing through them
+            ptx::cluster_arrive_relaxed();
+            ptx::cluster_wait();
+            ptx::cluster_arrive_relaxed();
+            ptx::cluster_wait();
         }
         return;
     }
@@ -382,9 +384,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         }
     }
     if (partial && in_cluster) {
-        ptx::cluster_sync();  // every split's partial rows written
+        ptx::cluster_arrive_shared();  // every split's partial rows written (to its own shared memory)
+        ptx::cluster_wait();
         kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse), tid);
-        ptx::cluster_sync();  // and read: no block's shared memory goes while another may still read it
+        // ... and read: no block's shared memory goes while another may still read it. The merge's reads have
+        // returned (its stores used them), so the arrive publishes nothing.
+        ptx::cluster_arrive_relaxed();
+        ptx::cluster_wait();
     }
     if (marks) kvc_mark(kKvStored);
 #endif
