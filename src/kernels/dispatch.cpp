@@ -293,8 +293,9 @@ constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
+// tiles_in_flight: the kernel's stages, for kvc_latency_splits where its splits merge in a cluster (0: not taken).
 KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1,
-                      KvcClusterCapacity cluster_capacity = nullptr, bool many_waves = false) {
+                      KvcClusterCapacity cluster_capacity = nullptr, bool many_waves = false, int tiles_in_flight = 0) {
     KvcPlan plan;
     plan.head_group = head_group;
     const KvcGrid grid = kvc_grid(p.batch, p.seqlen_q, p.nheads, p.nheads_k, head_group, kKvcBlockM);
@@ -315,6 +316,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
             if (key_tiles / fuller >= kKvcLongSplitTiles) splits = fuller;
         }
         if (many_waves && head_group == 1) splits = kvc_many_wave_splits(key_tiles);
+        if (cluster_capacity) splits = kvc_latency_splits(splits, blocks, key_tiles, tiles_in_flight, sm_count);
     }
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
@@ -367,7 +369,8 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const int sm_count = device.sm_count, blocks_per_sm = kvc_sm90_blocks_per_sm(p);
         const int64_t slots = int64_t(sm_count) * blocks_per_sm;
         KvcPlan plan = make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), kvc_sm90_head_group(p, slots),
-                                     kvc_sm90_cluster_capacity, kvc_sm90_many_waves(p, slots));
+                                     kvc_sm90_cluster_capacity, kvc_sm90_many_waves(p, slots),
+                                     kvc_sm90_tiles_in_flight(p));
         constexpr int64_t kElemBytes = 2;  // the Hopper kernel's caches: fp16 or bf16
         const int64_t kv_bytes = int64_t(p.batch) * p.nheads_k * p.seqlen_k * (p.head_dim + p.head_dim_v) * kElemBytes;
         const char* choice = std::getenv(kKvcReadOnceVariable);

@@ -149,6 +149,21 @@ TEST(KvcManyWaves, SplitsOfAtLeastThirtyTwoTilesUpToFour) {
     EXPECT_EQ(kvc_many_wave_splits(0), 1);
 }
 
+// Latency-bound grids: splits of two tiles (the Hopper kernel's stages) where they fit a cluster of 8 and one block an
+// SM, else the wave rule's count.
+TEST(KvcLatencySplits, TwoTilesASplitWhereThatFitsACluster) {
+    constexpr int kInFlight = 2;
+    EXPECT_EQ(kvc_latency_splits(6, 8, 16, kInFlight, kSms), 8);    // batch 1 x 8 kv heads x 1k keys: 64 blocks
+    EXPECT_EQ(kvc_latency_splits(6, 16, 16, kInFlight, kSms), 8);   // batch 2: 128 blocks
+    EXPECT_EQ(kvc_latency_splits(6, 32, 16, kInFlight, kSms), 6);   // batch 4: 256 blocks, over one an SM
+    EXPECT_EQ(kvc_latency_splits(4, 32, 16, kInFlight, kSms), 4);   // batch 1 x 32 kv heads
+    EXPECT_EQ(kvc_latency_splits(32, 8, 64, kInFlight, kSms), 32);  // 4k keys: 32 splits of two, over a cluster
+    EXPECT_EQ(kvc_latency_splits(11, 8, 32, kInFlight, kSms), 11);  // 2k keys: 16 splits of two, over 8
+    EXPECT_EQ(kvc_latency_splits(1, 8, 1, kInFlight, kSms), 1);     // one tile: nothing to split
+    EXPECT_EQ(kvc_latency_splits(8, 8, 15, kInFlight, kSms), 8);    // never fewer than asked
+    EXPECT_EQ(kvc_latency_splits(6, 8, 16, 0, kSms), 6);            // not taken
+}
+
 TEST(KvcBoxRows, SixteenWithSeveralKvHeadsElseAPieceOrTheTile) {
     EXPECT_EQ(kvc_box_rows(0, kTileKeys, 1), kTileKeys);     // dense, one kv head: the whole tile
     EXPECT_EQ(kvc_box_rows(0, kTileKeys, 4), kPageBoxRows);  // dense, 4 kv heads: 16 rows of each

@@ -148,4 +148,20 @@ FLASHATTN_HD constexpr int kvc_many_wave_splits(int64_t key_tiles) {
     return splits < 1 ? 1 : splits > kKvcManyWaveSplitsMax ? kKvcManyWaveSplitsMax : static_cast<int>(splits);
 }
 
+// Latency-bound grids (the Hopper kernel's, its splits merged in a cluster): splits of `tiles_in_flight` key tiles
+// each (the kernel's stages, so that a block issues every copy it makes at its start and waits for one round trip),
+// where that count is more than `splits`, fits a portable cluster (kKvcPortableCluster) and keeps the grid of `blocks`
+// x splits within one block an SM; else `splits`. Why: at batch 1 x 8 kv heads x 1k keys on an H100 (16 tiles) the
+// wave rule's 6 splits of 2-3 tiles read 13.0 us and 8 of 2 tiles 12.3 (cuDNN 12.9 in the same run; pages of 64:
+// 12.7 against 12.3), at batch 2 x 8 13.6 against 13.3; where 8 splits would fill more than one block an SM (batch 4
+// x 8, batch 1 x 32) they were 4-8% slower than the wave rule's count, and clusters of 16 slower than of 8
+// (bench/NOTES.md, "kv-cache: the cluster barrier's fence").
+constexpr int kKvcPortableCluster = 8;
+FLASHATTN_HD constexpr int64_t kvc_latency_splits(int64_t splits, int64_t blocks, int64_t key_tiles,
+                                                  int tiles_in_flight, int64_t sm_count) {
+    if (tiles_in_flight <= 0 || key_tiles <= 0 || blocks <= 0) return splits;
+    const int64_t whole = (key_tiles + tiles_in_flight - 1) / tiles_in_flight;
+    return whole > splits && whole <= kKvcPortableCluster && blocks * whole <= sm_count ? whole : splits;
+}
+
 }  // namespace flashattn::kernels

@@ -184,6 +184,13 @@ int kvc_sm90_block_n(const AttnParams& p) {
     return with_traits(p, [](auto t) { return decltype(t)::kBlockN; });
 }
 
+int kvc_sm90_tiles_in_flight(const AttnParams& p) {
+    return with_traits(p, [](auto t) {
+        using T = decltype(t);
+        return T::kKStages < T::kVStages ? T::kKStages : T::kVStages;
+    });
+}
+
 bool kvc_sm90_many_waves(const AttnParams& p, int64_t slots) {
     const char* choice = std::getenv("FLASHATTN_KVC_MANY_WAVES");
     if (choice && std::strcmp(choice, "0") == 0) return false;

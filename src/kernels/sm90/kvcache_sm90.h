@@ -22,6 +22,8 @@ int kvc_sm90_blocks_per_sm(const AttnParams& p);
 int kvc_sm90_cluster_capacity(const AttnParams& p, int splits);
 // Key-rows a tile of p's instance (the split heuristic's tile count).
 int kvc_sm90_block_n(const AttnParams& p);
+// Tiles of K (and of V) p's instance keeps in flight: its stages (kvc_latency_splits).
+int kvc_sm90_tiles_in_flight(const AttnParams& p);
 // kv heads a block on a GPU of `slots` resident blocks (kvc_head_group of the instance's tile in 16-row pieces, then
 // kvc_head_group_for_grid on pages of 16-row pieces, kvc_dense_head_group on dense caches and longer pages).
 // FLASHATTN_KVC_HEAD_GROUP=1 keeps one kv head a block (for comparison), =max takes kvc_head_group's count whatever
