@@ -149,12 +149,13 @@ TEST(KvcManyWaves, SplitsOfAtLeastThirtyTwoTilesUpToFour) {
     EXPECT_EQ(kvc_many_wave_splits(0), 1);
 }
 
-// Latency-bound grids: splits of two tiles (the Hopper kernel's stages) where they fit a cluster of 8 and one block an
-// SM, else the wave rule's count.
+// Latency-bound grids: splits of two tiles (the Hopper kernel's stages) where they fit a cluster of 8 and half the SMs,
+// else the wave rule's count.
 TEST(KvcLatencySplits, TwoTilesASplitWhereThatFitsACluster) {
     constexpr int kInFlight = 2;
     EXPECT_EQ(kvc_latency_splits(6, 8, 16, kInFlight, kSms), 8);    // batch 1 x 8 kv heads x 1k keys: 64 blocks
-    EXPECT_EQ(kvc_latency_splits(6, 16, 16, kInFlight, kSms), 8);   // batch 2: 128 blocks
+    EXPECT_EQ(kvc_latency_splits(4, 4, 16, kInFlight, kSms), 8);    // 4 kv heads: 32 blocks
+    EXPECT_EQ(kvc_latency_splits(6, 16, 16, kInFlight, kSms), 6);   // batch 2: 128 blocks, over half the SMs
     EXPECT_EQ(kvc_latency_splits(6, 32, 16, kInFlight, kSms), 6);   // batch 4: 256 blocks, over one an SM
     EXPECT_EQ(kvc_latency_splits(4, 32, 16, kInFlight, kSms), 4);   // batch 1 x 32 kv heads
     EXPECT_EQ(kvc_latency_splits(32, 8, 64, kInFlight, kSms), 32);  // 4k keys: 32 splits of two, over a cluster

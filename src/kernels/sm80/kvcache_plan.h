@@ -151,17 +151,17 @@ FLASHATTN_HD constexpr int kvc_many_wave_splits(int64_t key_tiles) {
 // Latency-bound grids (the Hopper kernel's, its splits merged in a cluster): splits of `tiles_in_flight` key tiles
 // each (the kernel's stages, so that a block issues every copy it makes at its start and waits for one round trip),
 // where that count is more than `splits`, fits a portable cluster (kKvcPortableCluster) and keeps the grid of `blocks`
-// x splits within one block an SM; else `splits`. Why: at batch 1 x 8 kv heads x 1k keys on an H100 (16 tiles) the
-// wave rule's 6 splits of 2-3 tiles read 13.0 us and 8 of 2 tiles 12.3 (cuDNN 12.9 in the same run; pages of 64:
-// 12.7 against 12.3), at batch 2 x 8 13.6 against 13.3; where 8 splits would fill more than one block an SM (batch 4
-// x 8, batch 1 x 32) they were 4-8% slower than the wave rule's count, and clusters of 16 slower than of 8
-// (bench/NOTES.md, "kv-cache: the cluster barrier's fence").
+// x splits within half the SMs; else `splits`. Measured on an H100 (bench/NOTES.md, "kv-cache: the cluster barrier's
+// fence"): batch 1 x 8 kv heads, one query row, 1k keys (16 tiles): 6 splits of 2-3 tiles 12.3 us, 8 of 2 tiles 11.7
+// (cuDNN 13.0); 512 keys 10.8 -> 10.5; four query rows 13.6 -> 13.4. At batch 2 x 8 (128 blocks of 2 tiles) one row
+// gained 0.1 us and four rows lost 0.8 (16.0 against 15.2 us); at batch 4 x 8 and 1 x 32 (256 blocks) 8 splits were
+// 4-8% slower than the wave rule's count; clusters of 16 were slower than of 8.
 constexpr int kKvcPortableCluster = 8;
 FLASHATTN_HD constexpr int64_t kvc_latency_splits(int64_t splits, int64_t blocks, int64_t key_tiles,
                                                   int tiles_in_flight, int64_t sm_count) {
     if (tiles_in_flight <= 0 || key_tiles <= 0 || blocks <= 0) return splits;
     const int64_t whole = (key_tiles + tiles_in_flight - 1) / tiles_in_flight;
-    return whole > splits && whole <= kKvcPortableCluster && blocks * whole <= sm_count ? whole : splits;
+    return whole > splits && whole <= kKvcPortableCluster && 2 * blocks * whole <= sm_count ? whole : splits;
 }
 
 }  // namespace flashattn::kernels
