@@ -336,6 +336,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     float* part_lse = reinterpret_cast<float*>(s.k[0][0]);
     const float max_to_natural = exp2_mult * kLn2;
     Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride;
+    if (marks) kvc_mark(kKvEpilogue);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         // The quad's sum first, by every lane: the shuffle is a full-warp one, so no lane may have left for a row

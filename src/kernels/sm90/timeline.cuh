@@ -69,6 +69,7 @@ enum KvcEvent : int {
     kKvGlobalEnd,    // %globaltimer at kKvStored (ns)
     kKvUnit,         // the block's unit (blockIdx.y: batch x kv-head group) and split (blockIdx.z), to set a block
     kKvSplit,        // beside the others of its unit (its cluster's, where the splits merge in one)
+    kKvEpilogue,     // consumer thread 0 starts the epilogue (its rows' sums, then the stores), after its loop
     kKvEvents
 };
 constexpr int kKvcTimelineBlocks = 8192;
