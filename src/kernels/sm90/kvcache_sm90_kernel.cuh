@@ -236,8 +236,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                 plan.kv_read_once, evict_first);
             }
         }
-        if (in_cluster) {  // the consumers' two cluster barriers (the merge's), passed before leaving; the producers
-            __syncwarp();   // publish nothing through them
+        // The consumers' two cluster barriers (the merge's), passed before leaving; the producers publish nothing
+        // through them, so their arrivals are relaxed.
+        if (in_cluster) {
+            __syncwarp();
             ptx::cluster_arrive_relaxed();
             ptx::cluster_wait();
             ptx::cluster_arrive_relaxed();
