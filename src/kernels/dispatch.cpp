@@ -293,7 +293,7 @@ constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
-// tiles_in_flight: the kernel's stages, for kvc_latency_splits where its splits merge in a cluster (0: not taken).
+// tiles_in_flight: the Hopper kernel's stages, for kvc_latency_splits (its splits merge in a cluster; 0: not taken).
 KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1,
                       KvcClusterCapacity cluster_capacity = nullptr, bool many_waves = false, int tiles_in_flight = 0) {
     KvcPlan plan;
@@ -316,7 +316,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
             if (key_tiles / fuller >= kKvcLongSplitTiles) splits = fuller;
         }
         if (many_waves && head_group == 1) splits = kvc_many_wave_splits(key_tiles);
-        if (cluster_capacity) splits = kvc_latency_splits(splits, blocks, key_tiles, tiles_in_flight, sm_count);
+        splits = kvc_latency_splits(splits, blocks, key_tiles, tiles_in_flight, sm_count);
     }
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
