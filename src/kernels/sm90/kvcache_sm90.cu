@@ -28,6 +28,9 @@ constexpr uintptr_t kTmaBaseAlign = 16;
 
 std::atomic<int64_t> g_launches{0}, g_cluster_launches{0};
 
+// Packed query rows a kv head: query rows x the query heads that share it (the head-group and many-waves rules').
+int64_t kv_rows_of(const AttnParams& p) { return int64_t(p.seqlen_q) * (p.nheads / p.nheads_k); }
+
 // A size-1 dimension's stride is never stepped (the API may record it as 0); the encoder still wants a valid one.
 int64_t usable_stride(int64_t stride, int64_t extent, int64_t fallback) { return extent == 1 ? fallback : stride; }
 
@@ -195,7 +198,7 @@ bool kvc_sm90_many_waves(const AttnParams& p, int64_t slots) {
     const char* choice = std::getenv("FLASHATTN_KVC_MANY_WAVES");
     if (choice && std::strcmp(choice, "0") == 0) return false;
     const bool page_pieces = kvc_small_page_pieces(p.block_table != nullptr, p.page_size, kvc_sm90_block_n(p));
-    const int64_t kv_rows = int64_t(p.seqlen_q) * (p.nheads / p.nheads_k);
+    const int64_t kv_rows = kv_rows_of(p);
     return !page_pieces && kvc_many_waves(int64_t(p.batch) * p.nheads_k, kv_rows, slots);
 }
 
@@ -204,7 +207,7 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     if (choice && std::strcmp(choice, "1") == 0) return 1;
     // Any cache may be read several kv heads a block in pieces of kPageBoxRows rows (a dense one as a cache of pages
     // that long): the most its tile allows; and 8 kv heads a block in 8-row pieces where that fits.
-    const int64_t kv_rows = int64_t(p.seqlen_q) * (p.nheads / p.nheads_k);
+    const int64_t kv_rows = kv_rows_of(p);
     int block_n = 0, wide = 1;
     const int most = with_traits(p, [&](auto t) {
         using T = decltype(t);
