@@ -15,6 +15,10 @@
 //   mode 5  paged, page 16, random order: boxes of 16 rows x 4 heads (half a page's heads, one piece a tile)
 //   mode 6  per head, (batch, seq, head, dim), no copy engine: 128 threads issue 16-byte cp.async copies (the load
 //           path of cuDNN's Ampere-style decode kernel), the same 64-row tiles and two stages in flight
+//   mode 7  paged, page 16, random order: cp.async by 128 threads, each 16-byte chunk at its row's page
+//   mode 8  as mode 6 with 32 threads (one warp: what a producer warp of the kernel could issue)
+//   mode 9  as mode 6 with 64 threads
+//   mode 10 as mode 7 with 64 threads (the kernel's two producer warps on paged caches)
 //
 // Build and run (on an H100):  nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Isrc -Iinclude \
 //     bench/probe_kv_stream.cu -o /tmp/probe && /tmp/probe [batch] [seqlen] [nheads_k]
@@ -47,14 +51,21 @@ struct Mode {
     int rows, heads;  // of a box
     bool head_major;  // (batch, head, seq, dim)
     bool paged;
-    bool threads_copy;  // cp.async by kCopyThreads threads instead of the copy engine
+    int copy_threads;  // cp.async by this many threads instead of the copy engine (0: the copy engine)
 };
-constexpr int kCopyThreads = 128;
+constexpr int kMaxCopyThreads = 128;
 constexpr Mode kModes[] = {
-    {"per head, 64 rows x 1 head", 64, 1, false, false}, {"16 rows x 4 heads", 16, 4, false, false},
-    {"8 rows x 8 heads", 8, 8, false, false},            {"(b, h, s, d) layout, 64 rows", 64, 1, true, false},
-    {"paged 16, per head, 4 pieces", 16, 1, false, true}, {"paged 16, 16 rows x 4 heads", 16, 4, false, true},
-    {"per head, cp.async by 128 threads", 64, 1, false, false, true},
+    {"per head, 64 rows x 1 head", 64, 1, false, false, 0},
+    {"16 rows x 4 heads", 16, 4, false, false, 0},
+    {"8 rows x 8 heads", 8, 8, false, false, 0},
+    {"(b, h, s, d) layout, 64 rows", 64, 1, true, false, 0},
+    {"paged 16, per head, 4 pieces", 16, 1, false, true, 0},
+    {"paged 16, 16 rows x 4 heads", 16, 4, false, true, 0},
+    {"per head, cp.async by 128 threads", 64, 1, false, false, 128},
+    {"paged 16, cp.async by 128 threads", 64, 1, false, true, 128},
+    {"per head, cp.async by 32 threads", 64, 1, false, false, 32},
+    {"per head, cp.async by 64 threads", 64, 1, false, false, 64},
+    {"paged 16, cp.async by 64 threads", 64, 1, false, true, 64},
 };
 
 struct Work {
@@ -107,11 +118,11 @@ __global__ void __launch_bounds__(32) stream_kernel(const __grid_constant__ CUte
         ptx::mbarrier_wait(&s.full[i % kStages], (i / kStages) % 2);
 }
 
-// Mode 6: block (b, h) of the (batch, seq, head, dim) cache, 64-row tiles of K and V, each of kCopyThreads threads
-// copying 16-byte chunks with cp.async, two tiles in flight (a thread waits for its own copies of the older tile
-// before reusing its stage).
-__global__ void __launch_bounds__(kCopyThreads) stream_threads_kernel(const unsigned char* k, const unsigned char* v,
-                                                                      Work w) {
+// Modes 6-10: block (b, h) of the (batch, seq, head, dim) cache or of the page pool, 64-row tiles of K and V, each
+// of the block's threads copying 16-byte chunks with cp.async, two tiles in flight (a thread waits for its own copies
+// of the older tile before reusing its stage).
+__global__ void __launch_bounds__(kMaxCopyThreads) stream_threads_kernel(const unsigned char* k,
+                                                                         const unsigned char* v, Work w) {
     extern __shared__ unsigned char raw[];
     auto& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) / 1024 * 1024);
     const int b = blockIdx.x / w.nheads, h = blockIdx.x % w.nheads;
@@ -120,11 +131,15 @@ __global__ void __launch_bounds__(kCopyThreads) stream_threads_kernel(const unsi
     const int tiles = w.seqlen / kTileRowsTimesHeads;
     const size_t row_stride = size_t(w.nheads) * kRowBytes;
     const size_t base = (size_t(b) * w.seqlen * w.nheads + h) * kRowBytes;
+    const size_t page_stride = kPage * row_stride;
     for (int i = 0; i < tiles; ++i) {
         const int st = i % kStages;
-        for (int c = threadIdx.x; c < kChunks; c += kCopyThreads) {
-            const int row = c / kChunksPerRow, col = c % kChunksPerRow;
-            const size_t off = base + size_t(i * kTileRowsTimesHeads + row) * row_stride + col * 16;
+        for (int c = threadIdx.x; c < kChunks; c += blockDim.x) {
+            const int row = c / kChunksPerRow, col = c % kChunksPerRow, pos = i * kTileRowsTimesHeads + row;
+            const size_t off =
+                w.paged ? size_t(w.table[b * (w.seqlen / kPage) + pos / kPage]) * page_stride +
+                              size_t(pos % kPage) * row_stride + size_t(h) * kRowBytes + col * 16
+                        : base + size_t(pos) * row_stride + col * 16;
             ptx::cp_async_16(ptx::smem_addr(s.k[st] + c * 16), k + off, true);
             ptx::cp_async_16(ptx::smem_addr(s.v[st] + c * 16), v + off, true);
         }
@@ -212,8 +227,8 @@ int main(int argc, char** argv) {
         for (int r = 0; r < kRepeats + 2; ++r) {
             cudaMemsetAsync(flush, r, kFlushBytes);
             cudaEventRecord(e0);
-            if (mode.threads_copy)
-                stream_threads_kernel<<<grid, kCopyThreads, smem>>>(static_cast<const unsigned char*>(k),
+            if (mode.copy_threads)
+                stream_threads_kernel<<<grid, mode.copy_threads, smem>>>(static_cast<const unsigned char*>(k),
                                                                     static_cast<const unsigned char*>(v), w);
             else
                 stream_kernel<<<grid, 32, smem>>>(mk, mv, w);

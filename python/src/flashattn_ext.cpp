@@ -95,22 +95,19 @@ flashattn::AttentionOptions options_of(float softmax_scale, bool causal, int32_t
 
 // Validates, asks `alloc` for the scratch memory the call needs (with the GIL held: it is Python), then runs the
 // operation without the GIL. `alloc` returns a tensor or a DLPack capsule (the package's: a capsule, which skips the
-// tensor's Python __dlpack__); `buffer` keeps it alive until the operation has been enqueued (a consumed capsule's
-// memory lives as long as the array made from it); a stream-ordered allocator (torch's) may reuse it for work
-// enqueued after that.
+// tensor's Python __dlpack__); `buffer`, the array made from it, owns the DLPack tensor and with it the memory until
+// the operation has been enqueued; a stream-ordered allocator (torch's) may reuse it for work enqueued after that.
 template <class Args, class Op>
 void run(Args& args, uintptr_t stream, const nb::object& alloc, Op op) {
     args.ctx.stream = reinterpret_cast<void*>(stream);
     const size_t bytes = flashattn::workspace_size(args);
-    nb::object scratch;
     std::optional<MutArray> buffer;  // destroyed after `unlocked` below: with the GIL held again
     if (bytes > 0) {
         if (alloc.is_none())
             throw flashattn::Error(flashattn::Status::invalid_argument,
                                    "alloc: this call needs " + std::to_string(bytes) +
                                        " bytes of device scratch memory; pass alloc(nbytes) returning a uint8 tensor");
-        scratch = alloc(bytes);
-        buffer = nb::cast<MutArray>(scratch);
+        buffer = nb::cast<MutArray>(alloc(bytes));
         if (buffer->nbytes() < bytes)
             throw flashattn::Error(flashattn::Status::internal,
                                    "alloc: returned " + std::to_string(buffer->nbytes()) + " bytes, asked for " +
