@@ -316,6 +316,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
             if (key_tiles / fuller >= kKvcLongSplitTiles) splits = fuller;
         }
         if (many_waves && head_group == 1) splits = kvc_many_wave_splits(key_tiles);
+        if (cluster_capacity) splits = kvc_one_sm_splits(splits, blocks, key_tiles, sm_count);
         splits = kvc_latency_splits(splits, blocks, key_tiles, tiles_in_flight, sm_count);
     }
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z

@@ -133,9 +133,10 @@ TEST_F(GpuForwardPackedDefault, ZeroTurnsItOff) {
 }
 
 // Split-KV on the Hopper kv-cache kernel: up to 16 splits of a unit merge inside their thread block cluster, more (or
-// any with FLASHATTN_KVC_CLUSTER=0) through the workspace and the combine kernel. Decode shapes whose heuristic
-// counts are 11 (2000 keys) and 22 (4099 keys) splits of 8 units, and three query rows against 1000 keys (8 splits
-// of two tiles, kvc_latency_splits; 12 packed rows, causal: the first token sees one key fewer than the last).
+// any with FLASHATTN_KVC_CLUSTER=0) through the workspace and the combine kernel. Decode shapes of 8 units whose
+// heuristic counts are 8 (2000 keys: splits of 4 tiles, kvc_one_sm_splits) and 22 (4099 keys: 65 tiles, too many for
+// 8 short splits), and three query rows against 1000 keys (8 splits of two tiles, kvc_latency_splits; 12 packed rows,
+// causal: the first token sees one key fewer than the last).
 TEST_F(GpuForwardPackedDefault, SplitsMergeInAClusterOrByTheCombine) {
     const AttnCase decode{.dtype = kBF16, .batch = 1, .seqlen_q = 1, .seqlen_k = 2000, .nheads = 32, .nheads_k = 8,
                           .head_dim = 128, .causal = true};

@@ -165,6 +165,20 @@ TEST(KvcLatencySplits, TwoTilesASplitWhereThatFitsACluster) {
     EXPECT_EQ(kvc_latency_splits(6, 8, 16, 0, kSms), 6);            // not taken
 }
 
+// Latency-bound grids over one block an SM or a portable cluster: the most splits within both, where they stay short.
+TEST(KvcOneSmSplits, AtMostOneBlockAnSmWhereSplitsStayShort) {
+    EXPECT_EQ(kvc_one_sm_splits(11, 8, 32, kSms), 8);   // batch 1 x 8 kv heads x 2k keys: a cluster of 8, 4 tiles each
+    EXPECT_EQ(kvc_one_sm_splits(32, 8, 64, kSms), 8);   // 4k: 8 splits of 8 tiles instead of 32 through the combine
+    EXPECT_EQ(kvc_one_sm_splits(32, 8, 128, kSms), 32);  // 8k: splits of 16 tiles would be too long
+    EXPECT_EQ(kvc_one_sm_splits(13, 16, 64, kSms), 8);  // batch 2 x 8 x 4k: 128 blocks
+    EXPECT_EQ(kvc_one_sm_splits(6, 32, 16, kSms), 4);   // batch 1 x 32 x 1k (or 4 x 8): 128 blocks of 4 tiles
+    EXPECT_EQ(kvc_one_sm_splits(4, 64, 16, kSms), 2);   // batch 2 x 32 x 1k: 2 splits of 8 tiles
+    EXPECT_EQ(kvc_one_sm_splits(6, 8, 16, kSms), 6);    // batch 1 x 8 x 1k: within both already
+    EXPECT_EQ(kvc_one_sm_splits(2, 128, 64, kSms), 2);  // no room for two splits a unit within the SMs
+    EXPECT_EQ(kvc_one_sm_splits(1, 128, 64, kSms), 1);
+    EXPECT_EQ(kvc_one_sm_splits(8, 0, 64, kSms), 8);    // nothing to launch
+}
+
 TEST(KvcBoxRows, SixteenWithSeveralKvHeadsElseAPieceOrTheTile) {
     EXPECT_EQ(kvc_box_rows(0, kTileKeys, 1), kTileKeys);     // dense, one kv head: the whole tile
     EXPECT_EQ(kvc_box_rows(0, kTileKeys, 4), kPageBoxRows);  // dense, 4 kv heads: 16 rows of each

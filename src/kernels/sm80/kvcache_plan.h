@@ -164,4 +164,23 @@ FLASHATTN_HD constexpr int64_t kvc_latency_splits(int64_t splits, int64_t blocks
     return whole > splits && whole <= kKvcPortableCluster && 2 * blocks * whole <= sm_count ? whole : splits;
 }
 
+// One block an SM (the Hopper kernel, its splits merged in a cluster): where the count so far puts more than one
+// block on an SM or needs a cluster above the portable size, `fit` splits instead (the most that keep the grid of
+// `blocks` x splits within the SMs and a portable cluster, kKvcPortableCluster), when splits of that many stay short
+// (at most kKvcShortSplitTiles key tiles each); else `splits`. Why: a latency-bound split reads a few tiles and waits
+// for them, so a second block on its SM adds little, while a larger cluster merges more partial rows (a cluster of 9-16
+// is also non-portable, placed on fewer GPCs) and more than 16 splits need the combine. Measured on an H100
+// (bench/NOTES.md, "kv-cache: one block an SM"), one query row, graph-replayed: batch 1 x 8 kv heads 2k keys 8 splits
+// 13.7 us against the wave rule's 14.5, 4k 17.5 against 18.4 (page 256 17.7 against 18.7), batch 2 x 8 x 4k 22.8
+// against 24.3, batch 1 x 32 x 1k 4 splits 16.8 against 16.9 (page 16 16.8 against 17.4); with longer splits it
+// loses (batch 1 x 8 x 16k: 8 splits of 32 tiles 38.8 against 37.6).
+constexpr int kKvcShortSplitTiles = 8;
+FLASHATTN_HD constexpr int64_t kvc_one_sm_splits(int64_t splits, int64_t blocks, int64_t key_tiles,
+                                                 int64_t sm_count) {
+    if (blocks <= 0 || key_tiles <= 0) return splits;
+    const int64_t fit = sm_count / blocks < kKvcPortableCluster ? sm_count / blocks : kKvcPortableCluster;
+    if (fit < 2 || splits <= fit) return splits;
+    return (key_tiles + fit - 1) / fit <= kKvcShortSplitTiles ? fit : splits;
+}
+
 }  // namespace flashattn::kernels
