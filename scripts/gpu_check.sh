@@ -185,6 +185,17 @@ if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_TRAINING_BENCH:-
     done
   fi
 fi
+# The host's time in a kv-cache call, part by part, from C++ (bench/host_path.cu).
+if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ]; then
+  if nvcc -O2 -std=c++17 -I"$root/include" "$root/bench/host_path.cu" -L"$build" -lflashattn \
+       -Xlinker -rpath="$build" -o /tmp/flashattn-host-path > "$out/host_path.log" 2>&1; then
+    timeout 120 /tmp/flashattn-host-path >> "$out/host_path.log" 2>&1
+    note "host path: rc $?"
+    tee -a "$summary" < "$out/host_path.log" > /dev/null
+  else
+    note "host path: build failed (host_path.log)"
+  fi
+fi
 # The Python API's benchmark (the installed package, autograd and allocation included), with its plot.
 if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ] && [ "$py_usable" -eq 1 ]; then
   if [ "${FLASHATTN_SKIP_TRAINING_BENCH:-0}" != 1 ] && [ "${FLASHATTN_SKIP_PYTHON_BENCH:-0}" != 1 ]; then
