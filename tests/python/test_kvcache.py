@@ -246,6 +246,18 @@ def test_splits_merged_in_a_cluster_or_by_the_combine(device, num_splits, cluste
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("num_splits,page_size,seqlen_q", [
+    (3, 16, 1), (7, 64, 4), (20, 16, 1), (0, 48, 1), (1, 16, 4), (0, 256, 4)])
+def test_paged_splits_without_a_window(device, num_splits, page_size, seqlen_q):
+    # Paged split calls with no left window (the windowed ones are above): every split's keys start at the cache's
+    # first position whatever the lengths, which a kernel may use to find its first pages before the length is read.
+    # Ragged lengths leave splits with no key (one sequence has none before its append), and the append lands inside a
+    # page; 20 splits go through the combine, up to 16 merge in a cluster on an H100.
+    check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=1500,
+          seqlen_new=1, lengths=[1499, 0, 333], page_size=page_size, num_splits=num_splits, causal=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("cluster,page_size", [("", None), ("", 16), ("0", None)])
 def test_one_sequence_many_splits(device, cluster, page_size, monkeypatch):
     # Batch 1 x 8 kv heads with a 4k cache: the heuristic's 22 splits, more than a cluster merges, go to the combine
