@@ -118,21 +118,22 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
 // in its own shared memory, and passed the cluster barrier; the unit's (row, 4-column chunk) items are shared out
 // among all the cluster's consumer threads, each reading that chunk and LSE from every split:
 // out = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse) (sm80/kvcache_combine.cuh's arithmetic; a split that
-// saw no key has lse -inf, a row no split saw gets 0 and +inf).
-template <class T, typename Elem>
-__device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
-                                                  uint32_t part_o, uint32_t part_lse, int tid) {
+// saw no key has lse -inf, a row no split saw gets 0 and +inf). kMaxSplits: the splits each item's loads and weights
+// are unrolled for (kvc_cluster_merge picks 8, the planner's usual cluster, or kKvcClusterMax).
+template <int kMaxSplits, class T, typename Elem>
+__device__ __forceinline__ void kvc_cluster_merge_up_to(const AttnParams& p, const KvcBlock& blk, int num_splits,
+                                                        uint32_t part_o, uint32_t part_lse, int tid) {
     constexpr int kColsPerItem = 4;  // one 16-byte load of a partial row
     const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks;
     Elem* out = static_cast<Elem*>(p.out) + blk.b * p.out_batch_stride;
     for (int item = int(ptx::cluster_rank()) * T::kConsumerThreads + tid; item < items;
          item += num_splits * T::kConsumerThreads) {
         const int local = item / chunks, col = item % chunks * kColsPerItem;
-        float lse[kKvcClusterMax];
-        float4 o[kKvcClusterMax];
+        float lse[kMaxSplits];
+        float4 o[kMaxSplits];
         float max_lse = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < kKvcClusterMax; ++j) {  // every split's loads issued before any is used
+        for (int j = 0; j < kMaxSplits; ++j) {  // every split's loads issued before any is used
             const bool split = j < num_splits;
             lse[j] = split ? ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, j)) : -INFINITY;
             o[j] = split ? ptx::ld_cluster_f32x4(ptx::cluster_smem_addr(
@@ -140,12 +141,12 @@ __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const Kvc
                          : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
-        for (int j = 0; j < kKvcClusterMax; ++j) max_lse = fmaxf(max_lse, lse[j]);
+        for (int j = 0; j < kMaxSplits; ++j) max_lse = fmaxf(max_lse, lse[j]);
         const bool empty = max_lse == -INFINITY;
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
         float weight_sum = 0.f;
 #pragma unroll
-        for (int j = 0; j < kKvcClusterMax; ++j) {
+        for (int j = 0; j < kMaxSplits; ++j) {
             const float w = empty ? 0.f : expf(lse[j] - max_lse);  // 0 past num_splits (lse -inf)
             weight_sum += w;
             acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
@@ -158,6 +159,35 @@ __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const Kvc
         if (p.softmax_lse && col == 0)
             p.softmax_lse[blk.b * p.lse_batch_stride + blk.head_of(packed) * p.lse_head_stride + blk.token_of(packed)] =
                 empty ? INFINITY : max_lse + __logf(weight_sum);
+    }
+}
+
+// Clusters of up to 8 splits (kvc_one_sm_splits, kvc_latency_splits: the usual ones) unrolled for 8, so that an item
+// issues no loads, exponentials or products for splits past 8; larger clusters for kKvcClusterMax.
+template <class T, typename Elem>
+__device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
+                                                  uint32_t part_o, uint32_t part_lse, int tid) {
+    if (num_splits <= kKvcPortableCluster)
+        kvc_cluster_merge_up_to<kKvcPortableCluster, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
+    else
+        kvc_cluster_merge_up_to<kKvcClusterMax, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
+}
+
+// A thread's columns of one row in the epilogue (two adjacent columns of each n8 tile, from column 2 * tig):
+// `put(dt)` stores tile dt's pair from one base at a constant offset. With every column in use (head_dim_v fills the
+// instance's bucket, as 64 and 128 do) there is no test a column; else those at cols_left (head_dim_v - 2 * tig) and
+// beyond are left out. Why: indexed by its column with the test inside, each store was a branch of its own that worked
+// its 64-bit address out again (~12 instructions a column), and the epilogue took 0.85-1.5 us (the timeline's
+// epilogue mark), the last work of a call.
+template <int kDTiles, class Put>
+__device__ __forceinline__ void kvc_row_columns(bool all_columns, int cols_left, Put put) {
+    if (all_columns) {
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; ++dt) put(dt);
+    } else {
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; ++dt)
+            if (dt * 8 < cols_left) put(dt);
     }
 }
 
@@ -338,6 +368,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     float* part_lse = reinterpret_cast<float*>(s.k[0][0]);
     const float max_to_natural = exp2_mult * kLn2;
     Elem* out = static_cast<Elem*>(p.out) + b * p.out_batch_stride;
+    const bool all_columns = p.head_dim_v == T::kDTiles * 8;
+    const int cols_left = p.head_dim_v - 2 * tig;
     if (marks) kvc_mark(kKvEpilogue);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -348,6 +380,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const int local = warp * 16 + group + 8 * half;
         if (local >= rows) continue;
         const int packed = m0 + local;
+        // The row's token and query head from the row pair's token and kv head (blk.token_of / head_of without their
+        // divisions): packed = kv_head * kv_rows + token * heads_per_kv + the query head's place among its kv head's.
+        const int token = row_pair.token[half], kv_head = row_pair.kv_head[half];
+        const int head = (hk + kv_head - token) * blk.heads_per_kv + packed - kv_head * blk.kv_rows;
         const bool empty = !(sum > 0.f);  // saw no key
         const float inv = empty ? 0.f : __fdividef(1.f, sum);
         const float lse = empty ? (partial ? -INFINITY : INFINITY) : row_max[0][half] * max_to_natural + __logf(sum);
@@ -360,30 +396,24 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 o = part_o + local * T::kPartialStride;
                 lse_at = part_lse + local;
             } else {
-                const int64_t row_index =
-                    ((int64_t(split) * p.batch + b) * p.nheads + head_of(packed)) * p.seqlen_q + token_of(packed);
+                const int64_t row_index = ((int64_t(split) * p.batch + b) * p.nheads + head) * p.seqlen_q + token;
                 o = plan.o_accum + row_index * p.head_dim_v;
                 lse_at = plan.lse_accum + row_index;
             }
-#pragma unroll
-            for (int dt = 0; dt < T::kDTiles; ++dt) {
-                const int col = dt * 8 + 2 * tig;
-                if (col < p.head_dim_v)
-                    *reinterpret_cast<float2*>(o + col) =
-                        make_float2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv);
-            }
+            o += 2 * tig;
+            kvc_row_columns<T::kDTiles>(all_columns, cols_left, [&](int dt) {
+                *reinterpret_cast<float2*>(o + dt * 8) =
+                    make_float2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv);
+            });
             if (tig == 0) *lse_at = lse;
         } else {
-            Elem* o = out + token_of(packed) * p.out_row_stride + head_of(packed) * p.out_head_stride;
-#pragma unroll
-            for (int dt = 0; dt < T::kDTiles; ++dt) {
-                const int col = dt * 8 + 2 * tig;
-                if (col < p.head_dim_v)
-                    *reinterpret_cast<uint32_t*>(o + col) =
-                        ptx::pack2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv, Elem());
-            }
+            Elem* o = out + token * p.out_row_stride + head * p.out_head_stride + 2 * tig;
+            kvc_row_columns<T::kDTiles>(all_columns, cols_left, [&](int dt) {
+                *reinterpret_cast<uint32_t*>(o + dt * 8) =
+                    ptx::pack2(acc_o[0][dt][2 * half] * inv, acc_o[0][dt][2 * half + 1] * inv, Elem());
+            });
             if (p.softmax_lse && tig == 0)
-                p.softmax_lse[b * p.lse_batch_stride + head_of(packed) * p.lse_head_stride + token_of(packed)] = lse;
+                p.softmax_lse[b * p.lse_batch_stride + head * p.lse_head_stride + token] = lse;
         }
     }
     if (partial && in_cluster) {
