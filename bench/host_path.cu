@@ -9,7 +9,8 @@
 //   call, num_splits=1   validation, plan, tensor maps, one launch
 //   call, default        the heuristic's splits (merged in a cluster, or the workspace and the combine)
 //   empty launch         cudaLaunchKernel of an empty kernel (the floor of any launch)
-//   two func attributes  cudaFuncSetAttribute twice on that kernel (what each Hopper kv-cache launch does)
+//   two func attributes  cudaFuncSetAttribute twice on that kernel (what each Hopper kv-cache launch did before the
+//                        attributes were set once per kernel and context: src/kernels/common/func_attributes.h)
 //
 // Build and run (on a machine with the library built in build/):
 //   nvcc -O2 -std=c++17 -Iinclude bench/host_path.cu -Lbuild -lflashattn -Xlinker -rpath=$PWD/build -o /tmp/host_path

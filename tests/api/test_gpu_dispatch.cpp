@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "api/api_fixtures.h"
@@ -164,6 +165,58 @@ TEST(ApiGpu, BackwardWithoutQueriesZeroesKeyGradients) {
         else EXPECT_EQ(wide.get(i), 0.0) << i;
     }
     for (int64_t i = 0; i < p.dv.numel(); ++i) EXPECT_EQ(p.dv.get(i), 0.0);
+}
+
+// Kernel attributes (shared-memory limits above 48 KB, clusters above 8) are set once per kernel and CUDA context
+// (src/kernels/common/func_attributes.h). A caller's cudaDeviceReset makes a new context where they are unset: the
+// calls after it must set them again. A forward and a backward at head dim 128 and a kv-cache call with its default
+// splits (each needs a raised limit), before and after a reset, against the CPU path.
+TEST(ApiGpu, CallsAfterDeviceReset) {
+    if (!gpu_visible()) GTEST_SKIP() << "no GPU visible";
+    constexpr int64_t kBatch = 1, kNheads = 8, kNheadsK = 2, kHeadDim = 128, kCacheLen = 2048;
+    std::mt19937_64 rng(11);
+    HostTensor kq(DType::bf16, {kBatch, 1, kNheads, kHeadDim}), kc(DType::bf16, {kBatch, kCacheLen, kNheadsK, kHeadDim}),
+        vc(DType::bf16, {kBatch, kCacheLen, kNheadsK, kHeadDim});
+    for (HostTensor* t : {&kq, &kc, &vc}) t->fill_normal(rng);
+    HostTensor kvc_cpu(DType::bf16, {kBatch, 1, kNheads, kHeadDim});
+    KvCacheArgs cpu_args;
+    cpu_args.q = kq.view(), cpu_args.k_cache = kc.view(), cpu_args.v_cache = vc.view(), cpu_args.out = kvc_cpu.view();
+    kvcache_forward(cpu_args);
+    DenseProblem cpu(DenseShape{1, 77, 77, 4, 2, kHeadDim, kHeadDim}, DType::bf16);
+    forward(cpu.forward_args());
+
+    for (int round = 0; round < 2; ++round) {
+        SCOPED_TRACE(round == 0 ? "before the reset" : "after the reset");
+        {
+            DenseProblem gpu(DenseShape{1, 77, 77, 4, 2, kHeadDim, kHeadDim}, DType::bf16);
+            DeviceCopy q(gpu.q), k(gpu.k), v(gpu.v), out(gpu.out), lse(gpu.lse), dout(gpu.dout), dq(gpu.dq),
+                dk(gpu.dk), dv(gpu.dv);
+            ForwardArgs f;
+            f.q = on_device(q, gpu.q), f.k = on_device(k, gpu.k), f.v = on_device(v, gpu.v);
+            f.out = on_device(out, gpu.out), f.softmax_lse = on_device(lse, gpu.lse);
+            ASSERT_NO_THROW(forward(f));
+            BackwardArgs b;
+            b.q = f.q, b.k = f.k, b.v = f.v, b.out = f.out, b.softmax_lse = f.softmax_lse;
+            b.dout = on_device(dout, gpu.dout), b.dq = on_device(dq, gpu.dq);
+            b.dk = on_device(dk, gpu.dk), b.dv = on_device(dv, gpu.dv);
+            ASSERT_NO_THROW(backward(b));
+            HostTensor kvc_gpu(DType::bf16, {kBatch, 1, kNheads, kHeadDim});
+            kvc_gpu.poison();
+            DeviceCopy q_kvc(kq), k_cache(kc), v_cache(vc), out_kvc(kvc_gpu);
+            KvCacheArgs a;
+            a.q = on_device(q_kvc, kq), a.k_cache = on_device(k_cache, kc), a.v_cache = on_device(v_cache, vc);
+            a.out = on_device(out_kvc, kvc_gpu);
+            ASSERT_NO_THROW(kvcache_forward(a));
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            out.to_host(gpu.out);
+            dk.to_host(gpu.dk);
+            out_kvc.to_host(kvc_gpu);
+            for (int64_t i = 0; i < gpu.out.numel(); ++i) ASSERT_NEAR(gpu.out.get(i), cpu.out.get(i), 1e-2) << i;
+            EXPECT_FALSE(gpu.dk.has_poison_or_nan());
+            for (int64_t i = 0; i < kvc_gpu.numel(); ++i) ASSERT_NEAR(kvc_gpu.get(i), kvc_cpu.get(i), 1e-2) << i;
+        }
+        if (round == 0) ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+    }
 }
 
 TEST(ApiGpu, MissingDeviceIsACudaError) {

@@ -7,6 +7,7 @@
 
 #include "common/params.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/func_attributes.h"
 #include "kernels/common/elem_type.cuh"
 #include "kernels/sm80/bwd_kernel.cuh"
 #include "kernels/sm80/bwd_plan.h"
@@ -63,8 +64,7 @@ void launch_bwd_sm80(const AttnParams& p, const BwdPlan& plan) {
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
     const int stages = bwd_query_stages<T>(device);
     const int smem_bytes = T::smem_bytes(stages);
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
-               "cudaFuncSetAttribute(backward shared memory)");
+    ensure_func_attributes(kernel, smem_bytes, /*non_portable_clusters=*/false, "backward");
     const int n_blocks = (p.seqlen_k + T::kBlockN - 1) / T::kBlockN;
     if (n_blocks > 0) {
         const dim3 grid(p.deterministic ? std::min(plan.n_splits, n_blocks) : n_blocks, p.batch, p.nheads_k);

@@ -5,6 +5,7 @@
 
 #include "common/params.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/func_attributes.h"
 #include "kernels/common/elem_type.cuh"
 #include "kernels/sm80/fwd_kernel.cuh"
 
@@ -34,10 +35,7 @@ template <ElemType kElem, int kHeadDim>
 void launch_fwd_sm80(const AttnParams& p) {
     using T = typename FwdTileShape<ElemOf<kElem>, kHeadDim>::Traits;
     const auto kernel = fwd_kernel<T>;
-    // Raising the dynamic shared-memory limit is per kernel and per device; doing it on every launch is cheap
-    // next to the launch itself and stays correct when the caller switches devices.
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
-               "cudaFuncSetAttribute(forward shared memory)");
+    ensure_func_attributes(kernel, T::kSmemBytes, /*non_portable_clusters=*/false, "forward");
     const int m_blocks = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM;
     const dim3 grid(m_blocks, p.batch, p.nheads);
     kernel<<<grid, T::kThreads, T::kSmemBytes, static_cast<cudaStream_t>(p.stream)>>>(p);

@@ -8,6 +8,7 @@
 #include "common/params.h"
 #include "flashattn/flashattn.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/func_attributes.h"
 #include "kernels/common/device_props.h"
 #include "kernels/common/elem_type.cuh"
 #include "kernels/sm80/kvcache_append.cuh"
@@ -38,12 +39,11 @@ auto with_kvc_shape(const AttnParams& p, F f) {
     return f(KvcTileShape<Elem, kHeadDim>{});
 }
 
-// The attention kernel with its shared-memory limit raised (per kernel and device; cheap next to a launch).
+// The attention kernel with its shared-memory limit raised (once per kernel and context: func_attributes.h).
 template <class T>
 auto prepared_kvcache_kernel() {
     const auto kernel = kvcache_kernel<T>;
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes),
-               "cudaFuncSetAttribute(kv-cache shared memory)");
+    ensure_func_attributes(kernel, T::kSmemBytes, /*non_portable_clusters=*/false, "kv-cache");
     return kernel;
 }
 

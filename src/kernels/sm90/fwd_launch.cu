@@ -29,6 +29,7 @@
 #include <string>
 
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/func_attributes.h"
 #include "kernels/common/device_props.h"
 #include "kernels/common/elem_type.cuh"
 #include "kernels/sm90/fwd_kernel.cuh"
@@ -343,8 +344,7 @@ void launch(const AttnParams& p, const LaunchPlan& plan) {
     static_assert(kOneTileSmem <= kMaxSmemPerBlock && kPersistentSmem <= kMaxSmemPerBlock,
                   "Q and the K/V stages fit one block's shared memory");
     const int kSmem = persistent ? kPersistentSmem : kOneTileSmem;
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
-               "cudaFuncSetAttribute(Hopper forward shared memory)");
+    ensure_func_attributes(kernel, kSmem, /*non_portable_clusters=*/false, "Hopper forward");
     const int m_blocks = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM;
     const dim3 grid(m_blocks, p.batch, p.nheads);
     if constexpr (T::kSchedule == Sm90Schedule::specialised) {

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/func_attributes.h"
 #include "kernels/common/elem_type.cuh"
 #include "kernels/sm80/kvcache_launch.cuh"
 #include "kernels/sm90/kvcache_sm90.h"
@@ -65,11 +66,8 @@ using Traits = KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>;
 template <class T>
 auto prepared_kernel() {
     const auto kernel = kvcache_sm90_kernel<T>;
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kvc_sm90_smem_bytes<T>()),
-               "cudaFuncSetAttribute(Hopper kv-cache shared memory)");
     // Clusters of more than 8 blocks (splits merged in a cluster, up to kKvcClusterMax) are "non-portable".
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
-               "cudaFuncSetAttribute(Hopper kv-cache cluster size)");
+    ensure_func_attributes(kernel, kvc_sm90_smem_bytes<T>(), /*non_portable_clusters=*/true, "Hopper kv-cache");
     return kernel;
 }
 

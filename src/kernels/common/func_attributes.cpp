@@ -1,0 +1,91 @@
+// Kernel function attributes, set once per kernel and context (func_attributes.h).
+#include "kernels/common/func_attributes.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "kernels/common/cuda_check.h"
+
+namespace flashattn::kernels {
+
+namespace {
+
+using CtxGetCurrent = CUresult (*)(CUcontext*);
+using CtxGetId = CUresult (*)(CUcontext, unsigned long long*);
+constexpr unsigned kCtxGetIdVersion = 12000;  // cuCtxGetId came with CUDA 12.0
+
+// The driver's entry points, reached through the runtime (nothing links libcuda); null where the driver lacks one.
+struct ContextQueries {
+    CtxGetCurrent get_current = nullptr;
+    CtxGetId get_id = nullptr;
+};
+
+template <class Fn>
+Fn driver_entry(const char* name) {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion(name, &ptr, kCtxGetIdVersion, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+        (void)cudaGetLastError();  // a missing entry point only turns the cache off
+        return nullptr;
+    }
+    return reinterpret_cast<Fn>(ptr);
+}
+
+const ContextQueries& context_queries() {
+    static const ContextQueries q{driver_entry<CtxGetCurrent>("cuCtxGetCurrent"), driver_entry<CtxGetId>("cuCtxGetId")};
+    return q;
+}
+
+// The current context's id; 0 where there is none yet (the runtime makes the primary context on its first call that
+// needs one) or it cannot be asked.
+unsigned long long current_context_id() {
+    const ContextQueries& q = context_queries();
+    if (!q.get_current || !q.get_id) return 0;
+    CUcontext ctx = nullptr;
+    unsigned long long id = 0;
+    if (q.get_current(&ctx) != CUDA_SUCCESS || !ctx || q.get_id(ctx, &id) != CUDA_SUCCESS) return 0;
+    return id;
+}
+
+struct SetAttributes {
+    int dynamic_smem_bytes = 0;
+    bool non_portable_clusters = false;
+};
+
+std::mutex g_mutex;
+std::map<std::pair<const void*, unsigned long long>, SetAttributes> g_set;  // by (kernel, context id)
+
+}  // namespace
+
+void ensure_func_attributes(const void* kernel, int dynamic_smem_bytes, bool non_portable_clusters, const char* what) {
+    const unsigned long long ctx = current_context_id();
+    const auto key = std::make_pair(kernel, ctx);
+    if (ctx != 0) {
+        const std::lock_guard<std::mutex> lock(g_mutex);
+        const auto it = g_set.find(key);
+        if (it != g_set.end() && it->second.dynamic_smem_bytes >= dynamic_smem_bytes &&
+            (it->second.non_portable_clusters || !non_portable_clusters))
+            return;
+    }
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem_bytes),
+               (std::string("cudaFuncSetAttribute(") + what + " shared memory)").c_str());
+    if (non_portable_clusters)
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+                   (std::string("cudaFuncSetAttribute(") + what + " cluster size)").c_str());
+    if (ctx == 0) return;
+    const std::lock_guard<std::mutex> lock(g_mutex);
+    SetAttributes& s = g_set[key];
+    // The largest limit set so far stands: a smaller request is already met by it.
+    s.dynamic_smem_bytes = std::max(s.dynamic_smem_bytes, dynamic_smem_bytes);
+    s.non_portable_clusters = s.non_portable_clusters || non_portable_clusters;
+}
+
+}  // namespace flashattn::kernels
