@@ -199,6 +199,9 @@ TEST(ApiGpu, CallsAfterDeviceReset) {
             b.q = f.q, b.k = f.k, b.v = f.v, b.out = f.out, b.softmax_lse = f.softmax_lse;
             b.dout = on_device(dout, gpu.dout), b.dq = on_device(dq, gpu.dq);
             b.dk = on_device(dk, gpu.dk), b.dv = on_device(dv, gpu.dv);
+            const size_t workspace_bytes = workspace_size(b);
+            DeviceCopy workspace(workspace_bytes);
+            b.ctx.workspace = workspace.get(), b.ctx.workspace_bytes = workspace_bytes;
             ASSERT_NO_THROW(backward(b));
             HostTensor kvc_gpu(DType::bf16, {kBatch, 1, kNheads, kHeadDim});
             kvc_gpu.poison();
