@@ -189,8 +189,13 @@ fi
 if [ "${FLASHATTN_SKIP_BENCH:-0}" != 1 ]; then
   if nvcc -O2 -std=c++17 -I"$root/include" "$root/bench/host_path.cu" -L"$build" -lflashattn \
        -Xlinker -rpath="$build" -o /tmp/flashattn-host-path > "$out/host_path.log" 2>&1; then
-    timeout 120 /tmp/flashattn-host-path >> "$out/host_path.log" 2>&1
-    note "host path: rc $?"
+    # Kernel attributes remembered per context (the default), then set before every launch, then the default again:
+    # one host, so the calls' times compare (src/kernels/common/func_attributes.h).
+    for every_call in 0 1 0; do
+      echo "== FLASHATTN_FUNC_ATTRIBUTES_EVERY_CALL=$every_call" >> "$out/host_path.log"
+      FLASHATTN_FUNC_ATTRIBUTES_EVERY_CALL=$every_call timeout 120 /tmp/flashattn-host-path >> "$out/host_path.log" 2>&1
+      note "host path (FLASHATTN_FUNC_ATTRIBUTES_EVERY_CALL=$every_call): rc $?"
+    done
     tee -a "$summary" < "$out/host_path.log" > /dev/null
   else
     note "host path: build failed (host_path.log)"

@@ -369,8 +369,9 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const DeviceProps& device = current_device_props();
         const int sm_count = device.sm_count, blocks_per_sm = kvc_sm90_blocks_per_sm(p);
         const int64_t slots = int64_t(sm_count) * blocks_per_sm;
-        KvcPlan plan = make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p), kvc_sm90_head_group(p, slots),
-                                     kvc_sm90_cluster_capacity, kvc_sm90_many_waves(p, slots),
+        const bool many_waves = kvc_sm90_many_waves(p, slots);
+        KvcPlan plan = make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p),
+                                     kvc_sm90_head_group(p, slots, many_waves), kvc_sm90_cluster_capacity, many_waves,
                                      kvc_sm90_tiles_in_flight(p));
         constexpr int64_t kElemBytes = 2;  // the Hopper kernel's caches: fp16 or bf16
         const int64_t kv_bytes = int64_t(p.batch) * p.nheads_k * p.seqlen_k * (p.head_dim + p.head_dim_v) * kElemBytes;

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -60,13 +62,23 @@ struct SetAttributes {
     bool non_portable_clusters = false;
 };
 
+// FLASHATTN_FUNC_ATTRIBUTES_EVERY_CALL=1: set before every launch, nothing remembered (for measurements:
+// bench/host_path.cu runs both ways). Read once a process.
+bool every_call() {
+    static const bool on = [] {
+        const char* v = std::getenv("FLASHATTN_FUNC_ATTRIBUTES_EVERY_CALL");
+        return v && std::strcmp(v, "1") == 0;
+    }();
+    return on;
+}
+
 std::mutex g_mutex;
 std::map<std::pair<const void*, unsigned long long>, SetAttributes> g_set;  // by (kernel, context id)
 
 }  // namespace
 
 void ensure_func_attributes(const void* kernel, int dynamic_smem_bytes, bool non_portable_clusters, const char* what) {
-    const unsigned long long ctx = current_context_id();
+    const unsigned long long ctx = every_call() ? 0 : current_context_id();
     const auto key = std::make_pair(kernel, ctx);
     if (ctx != 0) {
         const std::lock_guard<std::mutex> lock(g_mutex);

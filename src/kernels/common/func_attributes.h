@@ -5,7 +5,8 @@
 // where the whole C++ call took 7.4-9.6 us (bench/host_path.cu; bench/results/2026-11-27_h100_session30.md, run 2).
 // The attributes belong to a context: a caller's cudaDeviceReset, or a launch on another device, meets a context
 // where they are unset. So what was set is remembered by the driver's context id (cuCtxGetId: unique for the life of
-// the process, never reused); where that id cannot be had, the attributes are set on every call, as before.
+// the process, never reused); where that id cannot be had, the attributes are set on every call, as before (and so
+// with FLASHATTN_FUNC_ATTRIBUTES_EVERY_CALL=1, for measurements).
 #pragma once
 
 namespace flashattn::kernels {

@@ -7,8 +7,8 @@
 
 #include "common/params.h"
 #include "kernels/common/cuda_check.h"
-#include "kernels/common/func_attributes.h"
 #include "kernels/common/elem_type.cuh"
+#include "kernels/common/func_attributes.h"
 #include "kernels/sm80/bwd_kernel.cuh"
 #include "kernels/sm80/bwd_plan.h"
 #include "kernels/sm80/bwd_pre_post.cuh"

@@ -5,8 +5,8 @@
 
 #include "common/params.h"
 #include "kernels/common/cuda_check.h"
-#include "kernels/common/func_attributes.h"
 #include "kernels/common/elem_type.cuh"
+#include "kernels/common/func_attributes.h"
 #include "kernels/sm80/fwd_kernel.cuh"
 
 namespace flashattn::kernels {

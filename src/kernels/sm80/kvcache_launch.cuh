@@ -8,9 +8,9 @@
 #include "common/params.h"
 #include "flashattn/flashattn.h"
 #include "kernels/common/cuda_check.h"
-#include "kernels/common/func_attributes.h"
 #include "kernels/common/device_props.h"
 #include "kernels/common/elem_type.cuh"
+#include "kernels/common/func_attributes.h"
 #include "kernels/sm80/kvcache_append.cuh"
 #include "kernels/sm80/kvcache_combine.cuh"
 #include "kernels/sm80/kvcache_kernel.cuh"
@@ -35,7 +35,7 @@ template <ElemType kElem, int kHeadDim, class F>
 auto with_kvc_shape(const AttnParams& p, F f) {
     using Elem = ElemOf<kElem>;
     if constexpr (kHeadDim <= kKvcWideHeadDim)
-        if (int64_t(p.seqlen_q) * (p.nheads / p.nheads_k) <= kKvcNarrowRows) return f(KvcNarrowShape<Elem, kHeadDim>{});
+        if (kvc_kv_rows(p.seqlen_q, p.nheads, p.nheads_k) <= kKvcNarrowRows) return f(KvcNarrowShape<Elem, kHeadDim>{});
     return f(KvcTileShape<Elem, kHeadDim>{});
 }
 

@@ -26,6 +26,11 @@ struct KvcPlan {
     size_t workspace_bytes = 0;
 };
 
+// A kv head's query rows in a block: the query rows times the query heads that share that kv head.
+FLASHATTN_HD constexpr int64_t kvc_kv_rows(int64_t seqlen_q, int64_t nheads, int64_t nheads_k) {
+    return seqlen_q * (nheads / nheads_k);
+}
+
 // The most splits a cluster merges: 16, the largest cluster an H100 launches (with the non-portable size allowed).
 constexpr int kKvcClusterMax = 16;
 

@@ -29,9 +29,9 @@
 #include <string>
 
 #include "kernels/common/cuda_check.h"
-#include "kernels/common/func_attributes.h"
 #include "kernels/common/device_props.h"
 #include "kernels/common/elem_type.cuh"
+#include "kernels/common/func_attributes.h"
 #include "kernels/sm90/fwd_kernel.cuh"
 #include "kernels/sm90/fwd_specialised_kernel.cuh"
 #include "kernels/sm90/fwd_tail_split.cuh"

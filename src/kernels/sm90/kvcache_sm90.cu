@@ -12,8 +12,8 @@
 #include <mutex>
 
 #include "kernels/common/cuda_check.h"
-#include "kernels/common/func_attributes.h"
 #include "kernels/common/elem_type.cuh"
+#include "kernels/common/func_attributes.h"
 #include "kernels/sm80/kvcache_launch.cuh"
 #include "kernels/sm90/kvcache_sm90.h"
 #include "kernels/sm90/kvcache_sm90_kernel.cuh"
@@ -30,7 +30,7 @@ constexpr uintptr_t kTmaBaseAlign = 16;
 std::atomic<int64_t> g_launches{0}, g_cluster_launches{0};
 
 // Packed query rows a kv head: query rows x the query heads that share it (the head-group and many-waves rules').
-int64_t kv_rows_of(const AttnParams& p) { return int64_t(p.seqlen_q) * (p.nheads / p.nheads_k); }
+int64_t kv_rows_of(const AttnParams& p) { return kvc_kv_rows(p.seqlen_q, p.nheads, p.nheads_k); }
 
 // A size-1 dimension's stride is never stepped (the API may record it as 0); the encoder still wants a valid one.
 int64_t usable_stride(int64_t stride, int64_t extent, int64_t fallback) { return extent == 1 ? fallback : stride; }
@@ -200,7 +200,7 @@ bool kvc_sm90_many_waves(const AttnParams& p, int64_t slots) {
     return !page_pieces && kvc_many_waves(int64_t(p.batch) * p.nheads_k, kv_rows, slots);
 }
 
-int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
+int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves) {
     const char* choice = std::getenv("FLASHATTN_KVC_HEAD_GROUP");
     if (choice && std::strcmp(choice, "1") == 0) return 1;
     // Any cache may be read several kv heads a block in pieces of kPageBoxRows rows (a dense one as a cache of pages
@@ -226,7 +226,7 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots) {
     // block makes many waves (kvc_many_waves).
     const bool page_pieces = kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n);
     if (page_pieces) return kvc_head_group_for_grid(most, kv_blocks, slots);
-    if (kvc_sm90_many_waves(p, slots)) return 1;
+    if (many_waves) return 1;
     const bool no_wide = choice && std::strcmp(choice, "no8") == 0;  // measurements: the rule without groups of 8
     return kvc_dense_head_group(no_wide ? 1 : wide, most, kv_blocks, slots);
 }

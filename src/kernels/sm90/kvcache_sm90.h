@@ -28,8 +28,9 @@ int kvc_sm90_tiles_in_flight(const AttnParams& p);
 // kvc_head_group_for_grid on pages of 16-row pieces, kvc_dense_head_group on dense caches and longer pages).
 // FLASHATTN_KVC_HEAD_GROUP=1 keeps one kv head a block (for comparison), =max takes kvc_head_group's count whatever
 // the grid (tests), =8 kvc_wide_head_group's where it is 8, else kvc_head_group's (tests), =2 or =4 at most that many,
-// =no8 the rule without groups of 8 (measurements).
-int kvc_sm90_head_group(const AttnParams& p, int64_t slots);
+// =no8 the rule without groups of 8 (measurements). many_waves: kvc_sm90_many_waves(p, slots), which the caller has
+// already asked for the planner.
+int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves);
 // Whether the many-waves rule applies to p on a GPU of `slots` resident blocks (kvc_many_waves, on dense caches and
 // longer page pieces: one kv head a block, kvc_sm90_head_group, and kvc_many_wave_splits splits, the planner's);
 // FLASHATTN_KVC_MANY_WAVES=0 turns it off (measurements).
