@@ -72,6 +72,12 @@ bool every_call() {
     return on;
 }
 
+// One attribute; the error's message is built only on an error.
+void set_attribute(const void* kernel, cudaFuncAttribute attribute, int value, const char* what, const char* which) {
+    const cudaError_t err = cudaFuncSetAttribute(kernel, attribute, value);
+    if (err != cudaSuccess) check_cuda(err, (std::string("cudaFuncSetAttribute(") + what + " " + which + ")").c_str());
+}
+
 std::mutex g_mutex;
 std::map<std::pair<const void*, unsigned long long>, SetAttributes> g_set;  // by (kernel, context id)
 
@@ -87,11 +93,9 @@ void ensure_func_attributes(const void* kernel, int dynamic_smem_bytes, bool non
             (it->second.non_portable_clusters || !non_portable_clusters))
             return;
     }
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem_bytes),
-               (std::string("cudaFuncSetAttribute(") + what + " shared memory)").c_str());
+    set_attribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem_bytes, what, "shared memory");
     if (non_portable_clusters)
-        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
-                   (std::string("cudaFuncSetAttribute(") + what + " cluster size)").c_str());
+        set_attribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1, what, "cluster size");
     if (ctx == 0) return;
     const std::lock_guard<std::mutex> lock(g_mutex);
     SetAttributes& s = g_set[key];
