@@ -209,6 +209,10 @@ TEST(ApiGpu, CallsAfterDeviceReset) {
             KvCacheArgs a;
             a.q = on_device(q_kvc, kq), a.k_cache = on_device(k_cache, kc), a.v_cache = on_device(v_cache, vc);
             a.out = on_device(out_kvc, kvc_gpu);
+            // Splits merged by the combine kernel (the Ampere-class kernel's, or past a cluster) need the workspace.
+            const size_t kvc_workspace_bytes = workspace_size(a);
+            DeviceCopy kvc_workspace(kvc_workspace_bytes);
+            a.ctx.workspace = kvc_workspace.get(), a.ctx.workspace_bytes = kvc_workspace_bytes;
             ASSERT_NO_THROW(kvcache_forward(a));
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
             out.to_host(gpu.out);

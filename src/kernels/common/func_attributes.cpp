@@ -4,7 +4,6 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -85,23 +84,24 @@ std::map<std::pair<const void*, unsigned long long>, SetAttributes> g_set;  // b
 
 void ensure_func_attributes(const void* kernel, int dynamic_smem_bytes, bool non_portable_clusters, const char* what) {
     const unsigned long long ctx = every_call() ? 0 : current_context_id();
-    const auto key = std::make_pair(kernel, ctx);
-    if (ctx != 0) {
-        const std::lock_guard<std::mutex> lock(g_mutex);
-        const auto it = g_set.find(key);
-        if (it != g_set.end() && it->second.dynamic_smem_bytes >= dynamic_smem_bytes &&
-            (it->second.non_portable_clusters || !non_portable_clusters))
-            return;
+    if (ctx == 0) {
+        set_attribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem_bytes, what, "shared memory");
+        if (non_portable_clusters)
+            set_attribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1, what, "cluster size");
+        return;
     }
-    set_attribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem_bytes, what, "shared memory");
-    if (non_portable_clusters)
-        set_attribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1, what, "cluster size");
-    if (ctx == 0) return;
+    // Looked up, set and recorded under one lock, so that the record is what the driver holds: a limit is only ever
+    // raised (a smaller request is met by the larger one set before).
     const std::lock_guard<std::mutex> lock(g_mutex);
-    SetAttributes& s = g_set[key];
-    // The largest limit set so far stands: a smaller request is already met by it.
-    s.dynamic_smem_bytes = std::max(s.dynamic_smem_bytes, dynamic_smem_bytes);
-    s.non_portable_clusters = s.non_portable_clusters || non_portable_clusters;
+    SetAttributes& set = g_set[std::make_pair(kernel, ctx)];
+    if (set.dynamic_smem_bytes < dynamic_smem_bytes) {
+        set_attribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem_bytes, what, "shared memory");
+        set.dynamic_smem_bytes = dynamic_smem_bytes;
+    }
+    if (non_portable_clusters && !set.non_portable_clusters) {
+        set_attribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1, what, "cluster size");
+        set.non_portable_clusters = true;
+    }
 }
 
 }  // namespace flashattn::kernels
