@@ -91,17 +91,16 @@ void expect_dtype(const TensorView& t, const char* name, DType dtype, const char
 }
 
 void expect_layout(const TensorView& t, const char* name, Layout layout) {
-    const std::string arg(name);
     for (int d = 0; d < t.ndim; ++d)
         if (t.shape[d] > 1 && t.stride[d] < 0)
-            fail(arg + ": expected non-negative strides, got " + strides_str(t));
+            fail(std::string(name) + ": expected non-negative strides, got " + strides_str(t));
     // No stride of a tensor without elements moves an address, so any is accepted there (frameworks give such
     // tensors the strides of extent-1 dimensions, or 0 when broadcast).
     bool empty = false;
     for (int d = 0; d < t.ndim; ++d) empty = empty || t.shape[d] == 0;
     const int last = t.ndim - 1;
     if (layout != Layout::contiguous && !empty && t.shape[last] > 1 && t.stride[last] != 1)
-        fail(arg + ": expected the last dimension contiguous (stride 1), got strides " + strides_str(t));
+        fail(std::string(name) + ": expected the last dimension contiguous (stride 1), got strides " + strides_str(t));
     if (layout == Layout::contiguous && !empty) {
         // Strides of extent-1 dimensions never move the address, so any value is contiguous there.
         int64_t want = 1;
@@ -113,7 +112,7 @@ void expect_layout(const TensorView& t, const char* name, Layout layout) {
             want *= t.shape[d];
         }
         if (!ok)
-            fail(arg + ": expected a contiguous tensor (strides " + strides_str(dense) + "), got strides " +
+            fail(std::string(name) + ": expected a contiguous tensor (strides " + strides_str(dense) + "), got strides " +
                  strides_str(t));
     }
     // Every element offset (and its byte offset) must fit in int64; sizes are <= int32 max, so the products below
@@ -126,28 +125,27 @@ void expect_layout(const TensorView& t, const char* name, Layout layout) {
     const size_t elem = dtype_size(t.dtype);
     const __int128 last_byte = (max_offset + 1) * static_cast<__int128>(elem);
     if (numel > INT64_MAX || last_byte > INT64_MAX)
-        fail(arg + ": element offsets overflow int64 (shape " + shape_str(t) + ", strides " + strides_str(t) + ")");
+        fail(std::string(name) + ": element offsets overflow int64 (shape " + shape_str(t) + ", strides " + strides_str(t) + ")");
     if (numel == 0) return;
-    if (t.data == nullptr) fail(arg + ": data is null for a non-empty tensor of shape " + shape_str(t));
+    if (t.data == nullptr) fail(std::string(name) + ": data is null for a non-empty tensor of shape " + shape_str(t));
     const uintptr_t address = reinterpret_cast<uintptr_t>(t.data);
     if (address % elem != 0)
-        fail(arg + ": expected a data pointer aligned to its element size (" + std::to_string(elem) + " bytes), got " +
+        fail(std::string(name) + ": expected a data pointer aligned to its element size (" + std::to_string(elem) + " bytes), got " +
              pointer_str(t.data));
     if (static_cast<__int128>(address) + last_byte > static_cast<__int128>(UINTPTR_MAX))
-        fail(arg + ": the tensor runs past the end of the address space (data " + pointer_str(t.data) + ", shape " +
+        fail(std::string(name) + ": the tensor runs past the end of the address space (data " + pointer_str(t.data) + ", shape " +
              shape_str(t) + ", strides " + strides_str(t) + ")");
 }
 
 void expect_cuda_alignment(const TensorView& t, const char* name) {
     if (t.numel() == 0) return;
-    const std::string arg(name);
     if (reinterpret_cast<uintptr_t>(t.data) % kCudaAlignBytes != 0)
-        fail(arg + ": expected a " + std::to_string(kCudaAlignBytes) + "-byte aligned data pointer for CUDA tensors, got " +
+        fail(std::string(name) + ": expected a " + std::to_string(kCudaAlignBytes) + "-byte aligned data pointer for CUDA tensors, got " +
              pointer_str(t.data));
     const int64_t elem = static_cast<int64_t>(dtype_size(t.dtype));
     for (int d = 0; d + 1 < t.ndim; ++d)
         if (t.shape[d] > 1 && (t.stride[d] * elem) % kCudaAlignBytes != 0)
-            fail(arg + ": expected the strides of all but the last dimension to be multiples of " +
+            fail(std::string(name) + ": expected the strides of all but the last dimension to be multiples of " +
                  std::to_string(kCudaAlignBytes / elem) + " elements (" + std::to_string(kCudaAlignBytes) +
                  " bytes) for CUDA tensors, got strides " + strides_str(t));
 }

@@ -1,6 +1,8 @@
 // The exact overlap test of strided views used by the aliasing rule.
 #include <gtest/gtest.h>
 
+#include <random>
+#include <set>
 #include <vector>
 
 #include "api/overlap.h"
@@ -53,6 +55,38 @@ TEST(ApiOverlap, SelfOverlap) {
     EXPECT_TRUE(api::self_overlaps(make_strided_view(a.data(), DType::f32, {4, 16}, {8, 1})));  // rows interleave
     EXPECT_FALSE(api::self_overlaps(make_strided_view(a.data(), DType::f32, {4, 8}, {16, 1})));
     EXPECT_FALSE(api::self_overlaps(make_strided_view(a.data(), DType::f32, {4, 4}, {1, 4})));  // transposed
+}
+
+// Every element's byte offsets, counted: do two elements of the view share a byte?
+bool self_overlaps_by_enumeration(const TensorView& t) {
+    const int64_t elem = static_cast<int64_t>(dtype_size(t.dtype));
+    std::set<int64_t> bytes;
+    int64_t index[kMaxDims] = {};
+    for (int64_t i = 0; i < t.numel(); ++i) {
+        int64_t offset = 0;
+        for (int d = 0; d < t.ndim; ++d) offset += index[d] * t.stride[d];
+        for (int64_t b = 0; b < elem; ++b)
+            if (!bytes.insert(offset * elem + b).second) return true;
+        for (int d = t.ndim - 1; d >= 0 && ++index[d] == t.shape[d]; --d) index[d] = 0;
+    }
+    return false;
+}
+
+// The layouts the fast path takes (strides nested by size) and those it leaves to the search (interleaved,
+// broadcast, transposed, padded), against enumeration.
+TEST(ApiOverlap, SelfOverlapAgreesWithEnumeration) {
+    std::vector<float> a(1);
+    std::mt19937_64 rng(7);
+    std::uniform_int_distribution<int> rank(1, 4), extent(1, 4), stride(0, 12);
+    for (int trial = 0; trial < 2000; ++trial) {
+        const int n = rank(rng);
+        std::vector<int64_t> shape(static_cast<size_t>(n)), strides(static_cast<size_t>(n));
+        for (int d = 0; d < n; ++d) shape[static_cast<size_t>(d)] = extent(rng), strides[static_cast<size_t>(d)] = stride(rng);
+        TensorView v = make_view(a.data(), DType::f32, {1});
+        v.ndim = n;
+        for (int d = 0; d < n; ++d) v.shape[d] = shape[static_cast<size_t>(d)], v.stride[d] = strides[static_cast<size_t>(d)];
+        EXPECT_EQ(api::self_overlaps(v), self_overlaps_by_enumeration(v)) << "trial " << trial;
+    }
 }
 
 }  // namespace
