@@ -112,8 +112,8 @@ void expect_layout(const TensorView& t, const char* name, Layout layout) {
             want *= t.shape[d];
         }
         if (!ok)
-            fail(std::string(name) + ": expected a contiguous tensor (strides " + strides_str(dense) + "), got strides " +
-                 strides_str(t));
+            fail(std::string(name) + ": expected a contiguous tensor (strides " + strides_str(dense) +
+                 "), got strides " + strides_str(t));
     }
     // Every element offset (and its byte offset) must fit in int64; sizes are <= int32 max, so the products below
     // fit in 128 bits.
@@ -125,23 +125,24 @@ void expect_layout(const TensorView& t, const char* name, Layout layout) {
     const size_t elem = dtype_size(t.dtype);
     const __int128 last_byte = (max_offset + 1) * static_cast<__int128>(elem);
     if (numel > INT64_MAX || last_byte > INT64_MAX)
-        fail(std::string(name) + ": element offsets overflow int64 (shape " + shape_str(t) + ", strides " + strides_str(t) + ")");
+        fail(std::string(name) + ": element offsets overflow int64 (shape " + shape_str(t) + ", strides " +
+             strides_str(t) + ")");
     if (numel == 0) return;
     if (t.data == nullptr) fail(std::string(name) + ": data is null for a non-empty tensor of shape " + shape_str(t));
     const uintptr_t address = reinterpret_cast<uintptr_t>(t.data);
     if (address % elem != 0)
-        fail(std::string(name) + ": expected a data pointer aligned to its element size (" + std::to_string(elem) + " bytes), got " +
-             pointer_str(t.data));
+        fail(std::string(name) + ": expected a data pointer aligned to its element size (" + std::to_string(elem) +
+             " bytes), got " + pointer_str(t.data));
     if (static_cast<__int128>(address) + last_byte > static_cast<__int128>(UINTPTR_MAX))
-        fail(std::string(name) + ": the tensor runs past the end of the address space (data " + pointer_str(t.data) + ", shape " +
-             shape_str(t) + ", strides " + strides_str(t) + ")");
+        fail(std::string(name) + ": the tensor runs past the end of the address space (data " + pointer_str(t.data) +
+             ", shape " + shape_str(t) + ", strides " + strides_str(t) + ")");
 }
 
 void expect_cuda_alignment(const TensorView& t, const char* name) {
     if (t.numel() == 0) return;
     if (reinterpret_cast<uintptr_t>(t.data) % kCudaAlignBytes != 0)
-        fail(std::string(name) + ": expected a " + std::to_string(kCudaAlignBytes) + "-byte aligned data pointer for CUDA tensors, got " +
-             pointer_str(t.data));
+        fail(std::string(name) + ": expected a " + std::to_string(kCudaAlignBytes) +
+             "-byte aligned data pointer for CUDA tensors, got " + pointer_str(t.data));
     const int64_t elem = static_cast<int64_t>(dtype_size(t.dtype));
     for (int d = 0; d + 1 < t.ndim; ++d)
         if (t.shape[d] > 1 && (t.stride[d] * elem) % kCudaAlignBytes != 0)

@@ -41,7 +41,8 @@ Placement check_devices(std::initializer_list<NamedView> tensors) {
             fail(std::string(t.name) + ": expected device type cpu (0) or cuda (1), got " +
                  std::to_string(static_cast<int32_t>(t.view->device)));
         if (t.view->device == DeviceType::cuda && t.view->device_index < 0)
-            fail(std::string(t.name) + ": expected a CUDA device index >= 0, got " + std::to_string(t.view->device_index));
+            fail(std::string(t.name) + ": expected a CUDA device index >= 0, got " +
+                 std::to_string(t.view->device_index));
         // The index of a CPU tensor means nothing: CPU tensors are all on the one host.
         const int32_t index = t.view->device == DeviceType::cuda ? t.view->device_index : 0;
         if (!first) {
@@ -50,8 +51,9 @@ Placement check_devices(std::initializer_list<NamedView> tensors) {
             continue;
         }
         if (t.view->device != where.device || index != where.index)
-            fail(std::string(t.name) + ": expected device " + device_str(where.device, where.index) + " (the device of " + first +
-                 "): all tensors of a call must be on one device, got " + device_str(t.view->device, index));
+            fail(std::string(t.name) + ": expected device " + device_str(where.device, where.index) +
+                 " (the device of " + first + "): all tensors of a call must be on one device, got " +
+                 device_str(t.view->device, index));
     }
     return where;
 }

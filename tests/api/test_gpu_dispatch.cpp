@@ -175,8 +175,9 @@ TEST(ApiGpu, CallsAfterDeviceReset) {
     if (!gpu_visible()) GTEST_SKIP() << "no GPU visible";
     constexpr int64_t kBatch = 1, kNheads = 8, kNheadsK = 2, kHeadDim = 128, kCacheLen = 2048;
     std::mt19937_64 rng(11);
-    HostTensor kq(DType::bf16, {kBatch, 1, kNheads, kHeadDim}), kc(DType::bf16, {kBatch, kCacheLen, kNheadsK, kHeadDim}),
-        vc(DType::bf16, {kBatch, kCacheLen, kNheadsK, kHeadDim});
+    HostTensor kq(DType::bf16, {kBatch, 1, kNheads, kHeadDim});
+    HostTensor kc(DType::bf16, {kBatch, kCacheLen, kNheadsK, kHeadDim});
+    HostTensor vc(DType::bf16, {kBatch, kCacheLen, kNheadsK, kHeadDim});
     for (HostTensor* t : {&kq, &kc, &vc}) t->fill_normal(rng);
     HostTensor kvc_cpu(DType::bf16, {kBatch, 1, kNheads, kHeadDim});
     KvCacheArgs cpu_args;
