@@ -214,8 +214,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     const KeyRange first = blk.first, last = blk.last;
     const int tile_begin = blk.tiles.begin, tiles = blk.tiles.end - blk.tiles.begin;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    auto token_of = [&](int packed) { return blk.token_of(packed); };
-    auto head_of = [&](int packed) { return blk.head_of(packed); };
 
     if (tid == 0) {
         kvc_mark(kKvStart);
