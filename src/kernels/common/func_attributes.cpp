@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/driver_entry.h"
 
 namespace flashattn::kernels {
 
@@ -22,26 +23,15 @@ using CtxGetCurrent = CUresult (*)(CUcontext*);
 using CtxGetId = CUresult (*)(CUcontext, unsigned long long*);
 constexpr unsigned kCtxGetIdVersion = 12000;  // cuCtxGetId came with CUDA 12.0
 
-// The driver's entry points, reached through the runtime (nothing links libcuda); null where the driver lacks one.
+// The driver's entry points (driver_entry.h); null where the driver lacks one, which only turns the cache off.
 struct ContextQueries {
     CtxGetCurrent get_current = nullptr;
     CtxGetId get_id = nullptr;
 };
 
-template <class Fn>
-Fn driver_entry(const char* name) {
-    void* ptr = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion(name, &ptr, kCtxGetIdVersion, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-        (void)cudaGetLastError();  // a missing entry point only turns the cache off
-        return nullptr;
-    }
-    return reinterpret_cast<Fn>(ptr);
-}
-
 const ContextQueries& context_queries() {
-    static const ContextQueries q{driver_entry<CtxGetCurrent>("cuCtxGetCurrent"), driver_entry<CtxGetId>("cuCtxGetId")};
+    static const ContextQueries q{driver_function<CtxGetCurrent>("cuCtxGetCurrent", kCtxGetIdVersion),
+                                  driver_function<CtxGetId>("cuCtxGetId", kCtxGetIdVersion)};
     return q;
 }
 

@@ -7,6 +7,7 @@
 
 #include "flashattn/flashattn.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/driver_entry.h"
 
 namespace flashattn::kernels {
 
@@ -20,15 +21,12 @@ constexpr uint32_t kSwizzleBytes = 128;
 constexpr int kRank = 2;
 
 EncodeTiled encoder() {
-    static EncodeTiled fn = [] {
-        void* ptr = nullptr;
-        cudaDriverEntryPointQueryResult found{};
-        check_cuda(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, kEncoderAbiVersion,
-                                                    cudaEnableDefault, &found),
-                   "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)");
-        if (found != cudaDriverEntryPointSuccess || !ptr)
-            throw Error(Status::unsupported, "the CUDA driver has no cuTensorMapEncodeTiled (needs CUDA 12 or newer)");
-        return reinterpret_cast<EncodeTiled>(ptr);
+    static const EncodeTiled fn = [] {
+        const auto f = driver_function<EncodeTiled>("cuTensorMapEncodeTiled", kEncoderAbiVersion);
+        if (!f)
+            throw Error(Status::unsupported,
+                        "the CUDA driver has no cuTensorMapEncodeTiled (needs CUDA 12 or newer)");
+        return f;
     }();
     return fn;
 }
