@@ -14,7 +14,8 @@
 #                           the default again
 #   FLASHATTN_SHORT_Q_ARGS  arguments for bench/bench_short_q.py (default "--quick"; "" for all its shapes)
 #   FLASHATTN_TEST_FILTER   a ctest -R regex (default: every test); FLASHATTN_PYTEST_ARGS  pytest's files and
-#                           options (default: tests/python)
+#                           options (default: tests/python); FLASHATTN_PYTEST_STALL_S  seconds a test runs before
+#                           pytest prints where it is (default 120)
 #   FLASHATTN_NCU=1   also profile (Nsight Compute, where installed) one launch each of the Hopper forward at hd128
 #                     8k and of the kv-cache kernel at decode batch 1: speed of light, warp stalls, pipes -> ncu_*.txt
 #   FLASHATTN_FORWARD_VARIANTS  on compute capability 9.0, the forwards also swept beside the default, as
@@ -129,14 +130,19 @@ if [ "${FLASHATTN_SKIP_PYTHON:-0}" != 1 ]; then
       note "python: the doctor's backtrace is in doctor_backtrace.txt"
     fi
     t0=$(date +%s)
+    # A test still running after $stall_s seconds prints every thread's stack (where it waits), and the slowest ten
+    # are listed at the end: a suite that outgrows a call's time limit says which test it was in.
+    stall_s=${FLASHATTN_PYTEST_STALL_S:-120}
     (cd /tmp && PYTHONPATH="$site" python3 -m pytest ${FLASHATTN_PYTEST_ARGS:-"$root/tests/python"} -q \
-       -p no:cacheprovider --rootdir "$root" > "$out/pytest.log" 2>&1)
+       -p no:cacheprovider --rootdir "$root" -o faulthandler_timeout=$stall_s --durations=10 \
+       > "$out/pytest.log" 2>&1)
     py_rc=$?
     note "python: pytest $(tail -1 "$out/pytest.log") (rc $py_rc, $(( $(date +%s) - t0 )) s)"
     grep -E '^(FAILED|ERROR)' "$out/pytest.log" | head -30 | tee -a "$summary"
     if [ "$cc_now" = 90 ]; then  # the kv-cache suites again on the Ampere-class kv-cache kernel
       (cd /tmp && FLASHATTN_KVCACHE_PATH=sm80 PYTHONPATH="$site" python3 -m pytest "$root/tests/python/test_kvcache.py" \
-         "$root/tests/python/test_merge.py" -q -p no:cacheprovider --rootdir "$root" > "$out/pytest_kvc_sm80.log" 2>&1)
+         "$root/tests/python/test_merge.py" -q -p no:cacheprovider --rootdir "$root" -o faulthandler_timeout=$stall_s \
+         --durations=10 > "$out/pytest_kvc_sm80.log" 2>&1)
       note "python: kv-cache tests with FLASHATTN_KVCACHE_PATH=sm80: $(tail -1 "$out/pytest_kvc_sm80.log") (rc $?)"
     fi
   else

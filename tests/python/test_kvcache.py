@@ -27,13 +27,40 @@ def rotate(x, cos, sin, positions, interleaved):
     return y.float().to(x.dtype)  # through float32, as flashattn rounds (double -> float -> 16-bit)
 
 
-def cache_rows(cache, b, block_table, batch_idx):
-    """Sequence b's logical cache rows (seqlen, nheads_k, d) as a view list of (tensor, row) addresses."""
+def cache_rows(cache, b, block_table, batch_idx, end):
+    """Sequence b's logical cache rows [0, end) as a list of (tensor, row) addresses (views of `cache`)."""
     if block_table is None:
-        entry = batch_idx[b] if batch_idx is not None else b
-        return [(cache[entry], r) for r in range(cache.shape[1])]
+        entry = cache[batch_idx[b] if batch_idx is not None else b]
+        return [(entry, r) for r in range(end)]
     page = cache.shape[1]
-    return [(cache[block_table[b, r // page]], r % page) for r in range(block_table.shape[1] * page)]
+    pages = [cache[block] for block in block_table[b].tolist()[: -(-end // page)]]
+    return [(pages[r // page], r % page) for r in range(end)]
+
+
+def nan_past(cache, lengths, seqlen_new, block_table, batch_idx, randn):
+    """`cache` (all NaN) with random values in the rows sequence b holds after its append: [0, lengths[b] +
+    seqlen_new)."""
+    for b, length in enumerate(lengths):
+        end = length + seqlen_new
+        if block_table is None:
+            entry = batch_idx[b] if batch_idx is not None else b
+            cache[entry, :end] = randn(end, *cache.shape[2:])
+            continue
+        page = cache.shape[1]
+        for j in range(-(-end // page)):
+            rows = min(page, end - j * page)
+            cache[block_table[b, j], :rows] = randn(rows, *cache.shape[2:])
+    return cache
+
+
+def same_values(a, b):
+    """torch.equal, with NaN equal to NaN (caches whose unread rows are NaN). The same bits are the same values (one
+    pass, no temporaries: these caches reach gigabytes); else element by element, where 0.0 equals -0.0."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.element_size() == 2 and torch.equal(a.contiguous().view(torch.int16), b.contiguous().view(torch.int16)):
+        return True
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 def kvcache_ref(q, k_cache, v_cache, k, v, *, cache_seqlens, rotary=None, interleaved=True, batch_idx=None,
@@ -45,8 +72,9 @@ def kvcache_ref(q, k_cache, v_cache, k, v, *, cache_seqlens, rotary=None, interl
     for b in range(q.shape[0]):
         length = cache_seqlens[b]
         first = leftpad[b] if leftpad is not None else 0
-        k_rows = cache_rows(k_cache, b, block_table, batch_idx)
-        v_rows = cache_rows(v_cache, b, block_table, batch_idx)
+        end = length + (k.shape[1] if k is not None else 0)
+        k_rows = cache_rows(k_cache, b, block_table, batch_idx, end)
+        v_rows = cache_rows(v_cache, b, block_table, batch_idx, end)
         qb = q[b]
         if k is not None:
             new_k = k[b]
@@ -57,7 +85,6 @@ def kvcache_ref(q, k_cache, v_cache, k, v, *, cache_seqlens, rotary=None, interl
                 tensor[row] = new_k[t]
                 tensor, row = v_rows[length + t]
                 tensor[row] = v[b, t]
-        end = length + (k.shape[1] if k is not None else 0)
         if rotary is not None:
             positions = torch.arange(length, length + q.shape[1]) if windowed else torch.full((q.shape[1],), length)
             qb = rotate(qb, *rotary, positions, interleaved)
@@ -81,7 +108,9 @@ def rotary_tables(seqlen_ro, rotary_dim, dtype):
 
 def check(device, dtype, *, batch=3, seqlen_q=1, nheads=8, nheads_k=2, head_dim=64, seqlen_cache=100,
           seqlen_new=1, page_size=None, rotary_dim=0, interleaved=True, batch_cache=None, permute=False,
-          use_leftpad=False, int_seqlens=False, lengths=None, num_splits=0, **options):
+          use_leftpad=False, int_seqlens=False, lengths=None, num_splits=0, nan_past_lengths=False, **options):
+    # nan_past_lengths: only the rows a sequence holds after the append are random, every other cache row is NaN (no
+    # kernel may let one reach a result); and it spares the large-grid cases generating gigabytes of random rows.
     if device != "cpu" and dtype == torch.float32:
         dtype = torch.bfloat16  # GPU kernels take 16-bit inputs; float32 cases run in bf16 there
     gen = torch.Generator().manual_seed(batch * 100 + seqlen_q * 10 + seqlen_new)
@@ -97,19 +126,24 @@ def check(device, dtype, *, batch=3, seqlen_q=1, nheads=8, nheads_k=2, head_dim=
         lengths = torch.randint(0, seqlen_cache - seqlen_new + 1, (batch,), generator=gen).tolist()
     leftpad = [min(torch.randint(0, 8, (), generator=gen).item(), n) for n in lengths] if use_leftpad else None
     block_table = batch_idx = None
+    # With nan_past_lengths the caches start as NaN, their sequences' rows filled below.
+    cache_of = (lambda *shape: torch.full(shape, float("nan"), dtype=dtype)) if nan_past_lengths else randn
     if page_size:
         pages_per_seq = -(-seqlen_cache // page_size)
         num_blocks = batch * pages_per_seq + 2
-        k_cache, v_cache = randn(num_blocks, page_size, nheads_k, head_dim), randn(num_blocks, page_size, nheads_k,
-                                                                                 head_dim)
+        k_cache, v_cache = cache_of(num_blocks, page_size, nheads_k, head_dim), cache_of(num_blocks, page_size,
+                                                                                       nheads_k, head_dim)
         block_table = torch.randperm(num_blocks, generator=gen)[: batch * pages_per_seq].view(batch, -1).to(
             torch.int32)
     else:
         entries = batch_cache or batch
-        k_cache, v_cache = randn(entries, seqlen_cache, nheads_k, head_dim), randn(entries, seqlen_cache, nheads_k,
-                                                                                 head_dim)
+        k_cache, v_cache = cache_of(entries, seqlen_cache, nheads_k, head_dim), cache_of(entries, seqlen_cache,
+                                                                                       nheads_k, head_dim)
         if permute:
             batch_idx = torch.randperm(entries, generator=gen)[:batch].to(torch.int32)
+    if nan_past_lengths:
+        k_cache, v_cache = nan_past(k_cache, lengths, seqlen_new, block_table, batch_idx, randn), nan_past(
+            v_cache, lengths, seqlen_new, block_table, batch_idx, randn)
     # Tables cover every position a cache of this capacity can rotate (a paged capacity is rounded up to pages).
     capacity = block_table.shape[1] * page_size if page_size else seqlen_cache
     rotary = rotary_tables(capacity + seqlen_q, rotary_dim, dtype) if rotary_dim else None
@@ -142,14 +176,14 @@ def check(device, dtype, *, batch=3, seqlen_q=1, nheads=8, nheads_k=2, head_dim=
     if device != "cpu":
         # The GPU against flashattn's CPU reference too: the same cache contents to the bit.
         _, _, k_ref, v_ref = run_on("cpu")
-        assert torch.equal(k_dev.cpu(), k_ref) and torch.equal(v_dev.cpu(), v_ref)
+        assert same_values(k_dev.cpu(), k_ref) and same_values(v_dev.cpu(), v_ref)
     assert_close_by_rule(out.cpu(), want_out, same_out, "out")
     finite = torch.isfinite(want_lse)
     assert torch.equal(torch.isfinite(lse.cpu()), finite)
     assert (lse.cpu()[finite].double() - want_lse[finite]).abs().max().item() < 1e-3
     # The caches: the appended rows as the reference wrote them, every other row untouched.
-    assert torch.equal(k_dev.cpu(), want_k)
-    assert torch.equal(v_dev.cpu(), want_v)
+    assert same_values(k_dev.cpu(), want_k)
+    assert same_values(v_dev.cpu(), want_v)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -369,6 +403,24 @@ def test_dense_grouped_by_default_on_a_large_grid(device, batch, nheads, nheads_
           seqlen_cache=200, seqlen_new=seqlen_q, causal=True)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("page_size,seqlen_q,options", [
+    (None, 1, dict()),
+    (None, 4, dict(num_splits=3, window_size=(70, 0))),
+    (None, 1, dict(use_leftpad=True, permute=True, batch_cache=7)),
+    (16, 1, dict(num_splits=0)),
+    (48, 4, dict(num_splits=2)),
+    (256, 1, dict(softcap=3.0)),
+])
+def test_rows_past_the_lengths_never_read(device, page_size, seqlen_q, options):
+    # Every cache row outside the sequences (past a sequence's length after the append, and the pages no sequence
+    # holds) is NaN: any that reached a score, a probability or a product would turn the output NaN. Ragged lengths
+    # with an empty sequence and one ending on a page boundary; the default splits and forced ones.
+    lengths = [0, 47, 1, 299 - seqlen_q, 16 * 9 - seqlen_q]
+    check(device, torch.bfloat16, batch=5, seqlen_q=seqlen_q, nheads=8, nheads_k=2, head_dim=64, seqlen_cache=300,
+          seqlen_new=seqlen_q, page_size=page_size, lengths=lengths, causal=True, nan_past_lengths=True, **options)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the many-waves rule is the Hopper kv-cache kernel's; "
                     "the CPU path has no grid")
 @pytest.mark.parametrize("page_size,head_dim", [(None, 128), (64, 64), (256, 40)])
@@ -379,7 +431,7 @@ def test_many_waves_one_kv_head_split_by_default(page_size, head_dim):
     # and long pages, no forcing.
     lengths = [[4000, 1, 17, 113, 250, 600, 0, 40][i % 8] for i in range(64)]
     check("cuda", torch.bfloat16, batch=64, seqlen_q=1, nheads=32, nheads_k=32, head_dim=head_dim,
-          seqlen_cache=4100, seqlen_new=1, page_size=page_size, lengths=lengths, causal=True)
+          seqlen_cache=4100, seqlen_new=1, page_size=page_size, lengths=lengths, causal=True, nan_past_lengths=True)
 
 
 @pytest.mark.parametrize("device", DEVICES)
