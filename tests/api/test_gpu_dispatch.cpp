@@ -3,8 +3,15 @@
 // are tested in tests/kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "api/api_fixtures.h"
@@ -224,6 +231,109 @@ TEST(ApiGpu, CallsAfterDeviceReset) {
             for (int64_t i = 0; i < kvc_gpu.numel(); ++i) ASSERT_NEAR(kvc_gpu.get(i), kvc_cpu.get(i), 1e-2) << i;
         }
         if (round == 0) ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+    }
+}
+
+// Waits for the stream's work with a deadline: a call that never finishes fails the test (and ends the process, whose
+// context holds the stalled kernel) instead of stalling the suite.
+void finish_within(double seconds, const char* what) {
+    const auto start = std::chrono::steady_clock::now();
+    cudaError_t err;
+    while ((err = cudaStreamQuery(nullptr)) == cudaErrorNotReady) {
+        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > seconds) {
+            ADD_FAILURE() << what << ": not finished after " << seconds << " s";
+            std::fflush(stdout);
+            std::_Exit(3);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(err, cudaSuccess) << what;
+}
+
+// Grids of many waves of one kv head a block (the Hopper planner's kvc_many_waves: 64 sequences x 32 kv heads, one
+// query row, 2048 blocks before the splits), the tests/python many-waves cases from C++: a 4100-row cache split by
+// default and merged by the combine, one new key appended, ragged lengths with empty sequences. Every call must finish
+// and agree with the CPU path; the cache rows outside the sequences are NaN, so none may reach an output.
+TEST(ApiGpu, ManyWaveKvCacheCallsFinish) {
+    if (!gpu_visible()) GTEST_SKIP() << "no GPU visible";
+    constexpr int64_t kBatch = 64, kHeads = 32, kCapacity = 4100;
+    constexpr int kLengths[8] = {4000, 1, 17, 113, 250, 600, 0, 40};
+    constexpr double kDeadlineSeconds = 30.0;
+    constexpr int kCalls = 3;
+    struct Case {
+        int64_t page, head_dim;
+    };
+    for (const Case c : {Case{0, 128}, Case{64, 64}, Case{256, 40}}) {
+        SCOPED_TRACE("page " + std::to_string(c.page) + ", head dim " + std::to_string(c.head_dim));
+        std::mt19937_64 rng(uint64_t(c.page * 1000 + c.head_dim));
+        const int64_t pages = c.page ? (kCapacity + c.page - 1) / c.page : 0, blocks = kBatch * pages + 2;
+        const std::vector<int64_t> cache_shape = c.page ? std::vector<int64_t>{blocks, c.page, kHeads, c.head_dim}
+                                                        : std::vector<int64_t>{kBatch, kCapacity, kHeads, c.head_dim};
+        HostTensor q(DType::bf16, {kBatch, 1, kHeads, c.head_dim}), k_new(DType::bf16, {kBatch, 1, kHeads, c.head_dim}),
+            v_new(DType::bf16, {kBatch, 1, kHeads, c.head_dim});
+        for (HostTensor* t : {&q, &k_new, &v_new}) t->fill_normal(rng);
+        HostTensor lengths(DType::i32, {kBatch}), table(DType::i32, {kBatch, pages > 0 ? pages : 1});
+        std::vector<int32_t> order(static_cast<size_t>(blocks));
+        for (int64_t i = 0; i < blocks; ++i) order[size_t(i)] = int32_t(i);
+        std::shuffle(order.begin(), order.end(), rng);
+        for (int64_t i = 0; i < kBatch * pages; ++i) static_cast<int32_t*>(table.data())[i] = order[size_t(i)];
+        // The caches: NaN, but for the rows each sequence holds after its append.
+        HostTensor k_cache(DType::bf16, cache_shape), v_cache(DType::bf16, cache_shape);
+        std::normal_distribution<double> normal;
+        const int64_t row_elems = kHeads * c.head_dim;
+        for (HostTensor* t : {&k_cache, &v_cache}) {
+            std::memset(t->data(), 0xff, t->nbytes());  // all bits set: a NaN in 16-bit floats (poison() is slower)
+            for (int64_t b = 0; b < kBatch; ++b) {
+                const int64_t end = kLengths[b % 8] + 1;
+                for (int64_t pos = 0; pos < end; ++pos) {
+                    const int64_t row = c.page ? static_cast<const int32_t*>(table.data())[b * pages + pos / c.page] *
+                                                         c.page + pos % c.page
+                                               : b * kCapacity + pos;
+                    for (int64_t i = 0; i < row_elems; ++i) t->set(row * row_elems + i, normal(rng));
+                }
+            }
+        }
+        for (int64_t b = 0; b < kBatch; ++b) static_cast<int32_t*>(lengths.data())[b] = kLengths[b % 8];
+
+        // The GPU's copies first: the CPU call below appends to the host caches.
+        DeviceCopy dq(q), dk_new(k_new), dv_new(v_new), dk_cache(k_cache), dv_cache(v_cache), dlengths(lengths),
+            dtable(table);
+        HostTensor out_gpu(DType::bf16, {kBatch, 1, kHeads, c.head_dim}), lse_gpu(DType::f32, {kBatch, kHeads, 1});
+        out_gpu.poison(), lse_gpu.poison();
+        DeviceCopy dout(out_gpu), dlse(lse_gpu);
+        KvCacheArgs a;
+        a.q = on_device(dq, q), a.k = on_device(dk_new, k_new), a.v = on_device(dv_new, v_new);
+        a.k_cache = on_device(dk_cache, k_cache), a.v_cache = on_device(dv_cache, v_cache);
+        a.cache_seqlens = on_device(dlengths, lengths);
+        if (c.page) a.block_table = on_device(dtable, table);
+        a.out = on_device(dout, out_gpu), a.softmax_lse = on_device(dlse, lse_gpu);
+        a.options.causal = true;
+
+        HostTensor out_cpu(DType::bf16, {kBatch, 1, kHeads, c.head_dim}), lse_cpu(DType::f32, {kBatch, kHeads, 1});
+        KvCacheArgs h = a;
+        h.q = q.view(), h.k = k_new.view(), h.v = v_new.view(), h.k_cache = k_cache.view(), h.v_cache = v_cache.view();
+        h.cache_seqlens = lengths.view(), h.block_table = c.page ? table.view() : TensorView{};
+        h.out = out_cpu.view(), h.softmax_lse = lse_cpu.view();
+        kvcache_forward(h);
+
+        const size_t workspace_bytes = workspace_size(a);
+        DeviceCopy workspace(workspace_bytes);
+        a.ctx.workspace = workspace.get(), a.ctx.workspace_bytes = workspace_bytes;
+        // Each call appends the same new key at the same place, so every call's result is the first's.
+        for (int call = 0; call < kCalls; ++call) {
+            ASSERT_NO_THROW(kvcache_forward(a));
+            finish_within(kDeadlineSeconds, "a many-wave kv-cache call");
+        }
+        dout.to_host(out_gpu);
+        dlse.to_host(lse_gpu);
+        EXPECT_FALSE(out_gpu.has_poison_or_nan());
+        const ErrorStats err = compare(out_gpu, out_cpu);
+        EXPECT_EQ(err.nonfinite, 0) << err.str();
+        EXPECT_LT(err.rel_l2, 1e-2) << err.str();  // a sanity bound: the numerics are tested in tests/python
+        for (int64_t i = 0; i < lse_gpu.numel(); ++i) {
+            if (std::isinf(lse_cpu.get(i))) continue;
+            ASSERT_NEAR(lse_gpu.get(i), lse_cpu.get(i), 1e-3) << i;
+        }
     }
 }
 
