@@ -252,8 +252,9 @@ void finish_within(double seconds, const char* what) {
 
 // Grids of many waves of one kv head a block (the Hopper planner's kvc_many_waves: 64 sequences x 32 kv heads, one
 // query row, 2048 blocks before the splits), the tests/python many-waves cases from C++: a 4100-row cache split by
-// default and merged by the combine, one new key appended, ragged lengths with empty sequences. Every call must finish
-// and agree with the CPU path; the cache rows outside the sequences are NaN, so none may reach an output.
+// default and merged by the combine, one new key appended, ragged lengths (some caches empty before the append: their
+// only key the new one). Every call must finish and agree with the CPU path; the cache rows outside the sequences
+// are NaN, so none may reach an output.
 TEST(ApiGpu, ManyWaveKvCacheCallsFinish) {
     if (!gpu_visible()) GTEST_SKIP() << "no GPU visible";
     constexpr int64_t kBatch = 64, kHeads = 32, kCapacity = 4100;
@@ -322,7 +323,7 @@ TEST(ApiGpu, ManyWaveKvCacheCallsFinish) {
         // Each call appends the same new key at the same place, so every call's result is the first's.
         for (int call = 0; call < kCalls; ++call) {
             ASSERT_NO_THROW(kvcache_forward(a));
-            finish_within(kDeadlineSeconds, "a many-wave kv-cache call");
+            ASSERT_NO_FATAL_FAILURE(finish_within(kDeadlineSeconds, "a many-wave kv-cache call"));
         }
         dout.to_host(out_gpu);
         dlse.to_host(lse_gpu);

@@ -37,14 +37,15 @@ def cache_rows(cache, b, block_table, batch_idx, end):
     return [(pages[r // page], r % page) for r in range(end)]
 
 
-def nan_past(cache, lengths, seqlen_new, block_table, batch_idx, randn):
-    """`cache` (all NaN) with random values in the rows sequence b holds after its append: [0, lengths[b] +
+def nan_past(cache, lengths, seqlen_new, block_table, batch_idx, leftpad, randn):
+    """`cache` (all NaN) with random values in the rows sequence b holds after its append: [leftpad[b], lengths[b] +
     seqlen_new)."""
     for b, length in enumerate(lengths):
         end = length + seqlen_new
         if block_table is None:
             entry = batch_idx[b] if batch_idx is not None else b
-            cache[entry, :end] = randn(end, *cache.shape[2:])
+            first = leftpad[b] if leftpad is not None else 0
+            cache[entry, first:end] = randn(end - first, *cache.shape[2:])
             continue
         page = cache.shape[1]
         for j in range(-(-end // page)):
@@ -109,8 +110,9 @@ def rotary_tables(seqlen_ro, rotary_dim, dtype):
 def check(device, dtype, *, batch=3, seqlen_q=1, nheads=8, nheads_k=2, head_dim=64, seqlen_cache=100,
           seqlen_new=1, page_size=None, rotary_dim=0, interleaved=True, batch_cache=None, permute=False,
           use_leftpad=False, int_seqlens=False, lengths=None, num_splits=0, nan_past_lengths=False, **options):
-    # nan_past_lengths: only the rows a sequence holds after the append are random, every other cache row is NaN (no
-    # kernel may let one reach a result); and it spares the large-grid cases generating gigabytes of random rows.
+    # nan_past_lengths: only the rows a sequence holds after the append are random, every other cache row (past its
+    # length, before its left padding, in no sequence) is NaN: no kernel may let one reach a result. It also spares
+    # the large-grid cases generating gigabytes of random rows.
     if device != "cpu" and dtype == torch.float32:
         dtype = torch.bfloat16  # GPU kernels take 16-bit inputs; float32 cases run in bf16 there
     gen = torch.Generator().manual_seed(batch * 100 + seqlen_q * 10 + seqlen_new)
@@ -142,8 +144,8 @@ def check(device, dtype, *, batch=3, seqlen_q=1, nheads=8, nheads_k=2, head_dim=
         if permute:
             batch_idx = torch.randperm(entries, generator=gen)[:batch].to(torch.int32)
     if nan_past_lengths:
-        k_cache, v_cache = nan_past(k_cache, lengths, seqlen_new, block_table, batch_idx, randn), nan_past(
-            v_cache, lengths, seqlen_new, block_table, batch_idx, randn)
+        k_cache, v_cache = (nan_past(cache, lengths, seqlen_new, block_table, batch_idx, leftpad, randn)
+                            for cache in (k_cache, v_cache))
     # Tables cover every position a cache of this capacity can rotate (a paged capacity is rounded up to pages).
     capacity = block_table.shape[1] * page_size if page_size else seqlen_cache
     rotary = rotary_tables(capacity + seqlen_q, rotary_dim, dtype) if rotary_dim else None
@@ -413,9 +415,10 @@ def test_dense_grouped_by_default_on_a_large_grid(device, batch, nheads, nheads_
     (256, 1, dict(softcap=3.0)),
 ])
 def test_rows_past_the_lengths_never_read(device, page_size, seqlen_q, options):
-    # Every cache row outside the sequences (past a sequence's length after the append, and the pages no sequence
-    # holds) is NaN: any that reached a score, a probability or a product would turn the output NaN. Ragged lengths
-    # with an empty sequence and one ending on a page boundary; the default splits and forced ones.
+    # Every cache row outside the sequences (past a sequence's length after the append, before its left padding, and
+    # the entries or pages no sequence holds) is NaN: any that reached a score, a probability or a product would turn
+    # the output NaN. Ragged lengths: a cache empty before the append, one ending on a page boundary after it; the
+    # default splits and forced ones.
     lengths = [0, 47, 1, 299 - seqlen_q, 16 * 9 - seqlen_q]
     check(device, torch.bfloat16, batch=5, seqlen_q=seqlen_q, nheads=8, nheads_k=2, head_dim=64, seqlen_cache=300,
           seqlen_new=seqlen_q, page_size=page_size, lengths=lengths, causal=True, nan_past_lengths=True, **options)

@@ -3,15 +3,21 @@
 // looked up by name once and called through its pointer.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 namespace flashattn::kernels {
 
-// The driver's `name` with the signature it had in CUDA `abi_version` (12000 for 12.0); null where the driver lacks
-// it. A failed lookup leaves no error behind in the runtime (cudaGetLastError is cleared).
-void* driver_entry_point(const char* name, unsigned abi_version);
+struct DriverEntry {
+    void* function = nullptr;         // null where the driver lacks it, or the lookup failed
+    cudaError_t error = cudaSuccess;  // the lookup's own error; the runtime's last error is the caller's to clear
+};
+
+// The driver's `name` with the signature it had in CUDA `abi_version` (12000 for 12.0).
+DriverEntry driver_entry_point(const char* name, unsigned abi_version);
 
 template <class Fn>
-Fn driver_function(const char* name, unsigned abi_version) {
-    return reinterpret_cast<Fn>(driver_entry_point(name, abi_version));
+Fn driver_function(const DriverEntry& entry) {
+    return reinterpret_cast<Fn>(entry.function);
 }
 
 }  // namespace flashattn::kernels

@@ -29,9 +29,18 @@ struct ContextQueries {
     CtxGetId get_id = nullptr;
 };
 
+// A failed lookup only turns the cache off; its error is cleared, so that a caller's next check does not take it for
+// its own.
+template <class Fn>
+Fn context_query(const char* name) {
+    const DriverEntry entry = driver_entry_point(name, kCtxGetIdVersion);
+    if (entry.error != cudaSuccess) (void)cudaGetLastError();
+    return driver_function<Fn>(entry);
+}
+
 const ContextQueries& context_queries() {
-    static const ContextQueries q{driver_function<CtxGetCurrent>("cuCtxGetCurrent", kCtxGetIdVersion),
-                                  driver_function<CtxGetId>("cuCtxGetId", kCtxGetIdVersion)};
+    static const ContextQueries q{context_query<CtxGetCurrent>("cuCtxGetCurrent"),
+                                  context_query<CtxGetId>("cuCtxGetId")};
     return q;
 }
 

@@ -22,11 +22,12 @@ constexpr int kRank = 2;
 
 EncodeTiled encoder() {
     static const EncodeTiled fn = [] {
-        const auto f = driver_function<EncodeTiled>("cuTensorMapEncodeTiled", kEncoderAbiVersion);
-        if (!f)
+        const DriverEntry entry = driver_entry_point("cuTensorMapEncodeTiled", kEncoderAbiVersion);
+        check_cuda(entry.error, "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)");
+        if (!entry.function)
             throw Error(Status::unsupported,
                         "the CUDA driver has no cuTensorMapEncodeTiled (needs CUDA 12 or newer)");
-        return f;
+        return driver_function<EncodeTiled>(entry);
     }();
     return fn;
 }
