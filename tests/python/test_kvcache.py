@@ -42,15 +42,10 @@ def nan_past(cache, lengths, seqlen_new, block_table, batch_idx, leftpad, randn)
     seqlen_new)."""
     for b, length in enumerate(lengths):
         end = length + seqlen_new
-        if block_table is None:
-            entry = batch_idx[b] if batch_idx is not None else b
-            first = leftpad[b] if leftpad is not None else 0
-            cache[entry, first:end] = randn(end - first, *cache.shape[2:])
-            continue
-        page = cache.shape[1]
-        for j in range(-(-end // page)):
-            rows = min(page, end - j * page)
-            cache[block_table[b, j], :rows] = randn(rows, *cache.shape[2:])
+        first = leftpad[b] if leftpad is not None else 0
+        values = randn(end - first, *cache.shape[2:])
+        for value, (tensor, row) in zip(values, cache_rows(cache, b, block_table, batch_idx, end)[first:]):
+            tensor[row] = value
     return cache
 
 
