@@ -5,6 +5,9 @@ after an L2 flush as bench/bench_decode.py times it, with PyTorch SDPA (cuDNN) o
     python3 bench/decode_splits.py --shapes 1:8:1024 1:8:65536 --splits 0 4 8 16 32 --json out.json
 
 --int-lengths passes cache_seqlens as an int (every sequence full), so the kernel has no length to load first.
+--env LABEL=VAR:VALUE[,VAR:VALUE] (repeatable) adds variants: each count is also captured with those environment
+variables set (the library reads them while planning, so a graph keeps the plan of its capture), and every variant
+is timed in the same interleaved rounds as the plain one.
 
 A shape is batch:nheads_k:cache_len[:page] (seqlen_q 1, nheads_q 32, head dim 128, bf16, causal, as bench_decode.py);
 with a page size the cache is paged as bench_decode.py pages it (the dense cache's storage cut into pages, the block
@@ -37,7 +40,12 @@ def main():
     ap.add_argument("--json", help="where to write the records")
     ap.add_argument("--int-lengths", action="store_true",
                     help="cache_seqlens as one int (the kernel reads no length from memory), not a tensor")
+    ap.add_argument("--env", action="append", default=[], help="LABEL=VAR:VALUE[,VAR:VALUE]: a variant's settings")
     args = ap.parse_args()
+    variants = [("", {})]
+    for text in args.env:
+        label, _, settings = text.partition("=")
+        variants.append((label, dict(item.split(":", 1) for item in settings.split(","))))
     from flashattn import flash_attn_with_kvcache
 
     flush = torch.empty(bd.L2_FLUSH_BYTES, dtype=torch.uint8, device=bd.DEVICE)
@@ -54,12 +62,21 @@ def main():
         if page:
             k_cache, v_cache, block_table = bd.paged_cache(k_cache, v_cache, page, gen)
         graphs = {}
-        for splits in args.splits:
-            seqlens = cache_len if args.int_lengths else lengths
-            call = (lambda s: lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens, causal=True,
-                                                             block_table=block_table, num_splits=s))(splits)
-            graphs[splits] = bd.graph_of(call)
-        times = {s: [] for s in args.splits}
+        for label, settings in variants:
+            saved = {name: os.environ.get(name) for name in settings}
+            os.environ.update(settings)
+            for splits in args.splits:
+                seqlens = cache_len if args.int_lengths else lengths
+                call = (lambda s: lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens,
+                                                                 causal=True, block_table=block_table,
+                                                                 num_splits=s))(splits)
+                graphs[f"{label}/{splits}" if label else splits] = bd.graph_of(call)
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        times = {s: [] for s in graphs}
         for _ in range(ROUNDS):
             for splits, graph in graphs.items():
                 times[splits].append(bd.time_us(graph.replay, bd.WARMUP, bd.REPS, flush))
@@ -67,7 +84,7 @@ def main():
         row = {"batch": batch, "nheads_k": nheads_k, "cache_len": cache_len, "page_size": page, "sdpa_cudnn_us": cudnn,
                "us_by_splits": {str(s): statistics.median(t) for s, t in times.items()}}
         records.append(row)
-        cells = "  ".join(f"{s}: {row['us_by_splits'][str(s)]:7.1f}" for s in args.splits)
+        cells = "  ".join(f"{s}: {row['us_by_splits'][str(s)]:7.1f}" for s in graphs)
         where = f"batch {batch:3d} kv heads {nheads_k:2d} cache {cache_len:6d} page {page or '-':>3}"
         print(f"{where} | cuDNN {cudnn or 0:7.1f} | {cells}", flush=True)
         del graphs, k_cache, v_cache

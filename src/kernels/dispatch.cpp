@@ -280,6 +280,10 @@ constexpr int64_t kKvcReadOnceL2Multiple = 4;
 // FLASHATTN_KVC_READ_ONCE=0 never marks the copies, =1 always (for comparison); unset, the rule decides.
 constexpr const char* kKvcReadOnceVariable = "FLASHATTN_KVC_READ_ONCE";
 
+// FLASHATTN_KVC_AHEAD=n: the Hopper kv-cache kernel keeps n tiles ahead of its consumers (0: as many as its rings
+// hold), whatever kvc_tiles_ahead says (for comparison).
+constexpr const char* kKvcAheadVariable = "FLASHATTN_KVC_AHEAD";
+
 bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes) {
     return l2_bytes > 0 && kv_bytes <= kKvcReadOnceL2Multiple * l2_bytes;
 }
@@ -378,6 +382,14 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const char* choice = std::getenv(kKvcReadOnceVariable);
         plan.kv_read_once = choice && *choice ? std::strcmp(choice, "0") != 0
                                               : kvc_reads_once(kv_bytes, device.l2_bytes);
+        const KvcGrid grid = kvc_grid(p.batch, p.seqlen_q, p.nheads, p.nheads_k, plan.head_group, kKvcBlockM);
+        const int64_t keys_per_tile = kvc_sm90_block_n(p) / plan.head_group;
+        const int64_t key_tiles = (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;
+        const char* ahead = std::getenv(kKvcAheadVariable);
+        plan.tiles_ahead = ahead && *ahead ? std::max(0, std::atoi(ahead))
+                                           : kvc_tiles_ahead(grid.row_blocks * grid.kv_groups * plan.num_splits,
+                                                             (key_tiles + plan.num_splits - 1) / plan.num_splits,
+                                                             sm_count, slots);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

@@ -1,7 +1,7 @@
 // The kv-cache forward's split heuristic (host code, no GPU needed): a grid of about a block an SM or more is left
 // whole; a smaller one is split by how full the last wave of resident blocks is (decode blocks all take about as
-// long). And the Hopper kv-cache kernel's kv heads a block on paged caches (kvc_head_group), and its evict-first
-// copies (kvc_reads_once).
+// long). And the Hopper kv-cache kernel's kv heads a block on paged caches (kvc_head_group), its evict-first copies
+// (kvc_reads_once) and the tiles it keeps in flight (kvc_tiles_ahead).
 #include <gtest/gtest.h>
 
 #include "common/build_config.h"
@@ -147,6 +147,24 @@ TEST(KvcManyWaves, SplitsOfAtLeastThirtyTwoTilesUpToFour) {
     EXPECT_EQ(kvc_many_wave_splits(256), 4);  // 16k
     EXPECT_EQ(kvc_many_wave_splits(1024), 4);
     EXPECT_EQ(kvc_many_wave_splits(0), 1);
+}
+
+// Tiles ahead of the Hopper kernel's consumers: one where two blocks an SM each keep a tile in flight (about the two
+// an SM the memory system reads fastest with), the rings' stages at one block an SM, on short blocks, and on many
+// waves of blocks shorter than 32 tiles.
+TEST(KvcTilesAhead, OneAheadWhereTwoBlocksAnSmReadLongEnough) {
+    constexpr int64_t kSlots = kSms * 2;
+    EXPECT_EQ(kvc_tiles_ahead(256, 32, kSms, kSlots), 1);         // batch 1 x 8 kv heads x 64k: 32 splits of 32 tiles
+    EXPECT_EQ(kvc_tiles_ahead(256, 8, kSms, kSlots), 1);          // batch 1 x 8 x 16k, 4 x 8 x 4k, 1 x 32 x 4k
+    EXPECT_EQ(kvc_tiles_ahead(64 * 32 * 4, 64, kSms, kSlots), 1); // batch 64 x 32 x 16k: 4 splits, 31 waves
+    EXPECT_EQ(kvc_tiles_ahead(128, 64, kSms, kSlots), 0);         // batch 16 x 8 x 4k: one block an SM
+    EXPECT_EQ(kvc_tiles_ahead(176, 64, kSms, kSlots), 0);         // 1.33 blocks an SM: not more
+    EXPECT_EQ(kvc_tiles_ahead(180, 64, kSms, kSlots), 1);
+    EXPECT_EQ(kvc_tiles_ahead(64, 8, kSms, kSlots), 0);           // batch 1 x 8 x 4k: 8 splits of 8 tiles
+    EXPECT_EQ(kvc_tiles_ahead(256, 4, kSms, kSlots), 0);          // short blocks
+    EXPECT_EQ(kvc_tiles_ahead(64 * 32, 16, kSms, kSlots), 0);     // batch 64 x 32 x 1k: many waves of 16 tiles
+    EXPECT_EQ(kvc_tiles_ahead(512, 16, kSms, kSms), 0);           // one block an SM resident
+    EXPECT_EQ(kvc_tiles_ahead(256, 32, 0, kSlots), 0);            // nothing known of the GPU
 }
 
 // Latency-bound grids: splits of two tiles (the Hopper kernel's stages) where they fit a cluster of 8 and half the SMs,

@@ -241,6 +241,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const int page_rows = table_row ? p.page_size : kDensePageRows;
         const int piece_rows = kvc_box_rows(table_row ? p.page_size : 0, T::kBlockN, head_group);
         const uint64_t evict_first = ptx::l2_policy_evict_first();
+        // Tile i goes out once tile i - ahead has been used (KvcPlan::tiles_ahead; at most, and by default, a ring's
+        // stages, when its stage is free). Consumers use tiles in order, so that wait also frees tile i's stage.
+        const int ahead_k = plan.tiles_ahead > 0 && plan.tiles_ahead < T::kKStages ? plan.tiles_ahead : T::kKStages;
+        const int ahead_v = plan.tiles_ahead > 0 && plan.tiles_ahead < T::kVStages ? plan.tiles_ahead : T::kVStages;
         for (int i = 0; i < tiles; ++i) {
             const int ks = i % T::kKStages, vs = i % T::kVStages;
             const int n0 = (tile_begin + i) * keys_per_tile;
@@ -251,14 +255,20 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
             if (table_row) where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
             if (issue_k) {
-                if (i >= T::kKStages) ptx::mbarrier_wait(&s.k_empty[ks], (i / T::kKStages - 1) % 2);
+                if (i >= ahead_k) {
+                    const int used = i - ahead_k;
+                    ptx::mbarrier_wait(&s.k_empty[used % T::kKStages], (used / T::kKStages) % 2);
+                }
                 issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced,
                                                page_rows, piece_rows, head_group, pos0, pieces, hk, where,
                                                plan.kv_read_once, evict_first);
                 if (i == 0 && lane == 0) kvc_mark(kKvFirstIssue);
             }
             if (issue_v) {
-                if (i >= T::kVStages) ptx::mbarrier_wait(&s.v_empty[vs], (i / T::kVStages - 1) % 2);
+                if (i >= ahead_v) {
+                    const int used = i - ahead_v;
+                    ptx::mbarrier_wait(&s.v_empty[used % T::kVStages], (used / T::kVStages) % 2);
+                }
                 issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced,
                                                 page_rows, piece_rows, head_group, pos0, pieces, hk, where,
                                                 plan.kv_read_once, evict_first);
