@@ -196,12 +196,13 @@ FLASHATTN_HD constexpr int64_t kvc_one_sm_splits(int64_t splits, int64_t blocks,
 // one before it has been used) where the resident blocks are more than kKvcAheadBlocksPerSm an SM, each with at least
 // kKvcAheadMinTiles key tiles, and the grid is one wave of them or long blocks (kKvcAheadManyWaveTiles tiles); else 0
 // (as many as its rings hold: two K and two V tiles). `blocks`: the whole grid (splits included), `slots`: the blocks
-// resident at once. Why: the memory system reads fastest with about two tiles in flight an SM. On an H100 (bench/NOTES.md,
-// "kv-cache: tiles in flight"), one query row, 256-block split grids (two blocks an SM) read 0.5-2.4% faster with one
-// tile ahead (batch 1 x 32 kv heads x 64k: 358.3 against 366.9 us, cuDNN 364.9; batch 4 x 8 x 64k: 360.3 against
-// 366.6), while the 128-block grids (one block an SM) read 6-18% slower with one, and four stages of each at one block
-// an SM were 1.5-5% slower than two; at batch 64 x 32 x 1k (2048 blocks of 16 tiles) one ahead was 0.8% slower, at
-// 64 x 32 x 16k (8192 blocks of 64 tiles) 0.5% faster; batch 1 x 8 x 4k (64 blocks of 8 tiles) 9% slower.
+// resident at once. Why: the memory system reads fastest with about two tiles in flight an SM. On an H100
+// (bench/NOTES.md, "kv-cache: tiles in flight"), one query row, 256-block split grids (two blocks an SM) read 1.6-2.4%
+// faster with one tile ahead (batch 1 x 32 kv heads x 64k: 358.3 against 366.9 us, cuDNN 364.9; batch 4 x 8 x 64k:
+// 360.3 against 366.6), while the 128-block grids (one block an SM) read 6-18% slower with one, and four stages of
+// each at one block an SM were 1.5-5% slower than two; at batch 64 x 32 x 1k (2048 blocks of 16 tiles) one ahead was
+// 0.8% slower, at 64 x 32 x 16k (8192 blocks of 64 tiles) 0.5% faster; batch 1 x 8 x 4k (64 blocks of 8 tiles) 9%
+// slower.
 constexpr double kKvcAheadBlocksPerSm = 4.0 / 3.0;
 constexpr int64_t kKvcAheadMinTiles = 8, kKvcAheadManyWaveTiles = 32;
 FLASHATTN_HD constexpr int kvc_tiles_ahead(int64_t blocks, int64_t tiles_per_block, int64_t sm_count, int64_t slots) {
