@@ -297,7 +297,8 @@ constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
-// tiles_in_flight: the Hopper kernel's stages, for kvc_latency_splits (its splits merge in a cluster; 0: not taken).
+// tiles_in_flight: the Hopper kernel's stages, for kvc_latency_splits (its splits merge in a cluster) and
+// kvc_tiles_ahead (KvcPlan::tiles_ahead); 0: neither is taken.
 KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1,
                       KvcClusterCapacity cluster_capacity = nullptr, bool many_waves = false, int tiles_in_flight = 0) {
     KvcPlan plan;
@@ -326,6 +327,10 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
     if (p.seqlen_q == 0) plan.num_splits = 1;
+    // The Hopper kernel's copies in flight, by the grid with its splits and the tiles each block reads.
+    if (tiles_in_flight > 0)
+        plan.tiles_ahead = kvc_tiles_ahead(blocks * plan.num_splits,
+                                           (key_tiles + plan.num_splits - 1) / plan.num_splits, sm_count, slots);
     // Splits merged in a cluster where the count allows (at most kKvcClusterMax) and the clusters, one a unit, are all
     // resident at once (as the heuristic's count assumed of the blocks). The heuristic's larger counts (batch 1 x 8
     // kv heads from 4k keys) keep the combine: capped at 16 in clusters they read 3% faster on one H100 at 16k-64k
@@ -382,14 +387,8 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const char* choice = std::getenv(kKvcReadOnceVariable);
         plan.kv_read_once = choice && *choice ? std::strcmp(choice, "0") != 0
                                               : kvc_reads_once(kv_bytes, device.l2_bytes);
-        const KvcGrid grid = kvc_grid(p.batch, p.seqlen_q, p.nheads, p.nheads_k, plan.head_group, kKvcBlockM);
-        const int64_t keys_per_tile = kvc_sm90_block_n(p) / plan.head_group;
-        const int64_t key_tiles = (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;
         const char* ahead = std::getenv(kKvcAheadVariable);
-        plan.tiles_ahead = ahead && *ahead ? std::max(0, std::atoi(ahead))
-                                           : kvc_tiles_ahead(grid.row_blocks * grid.kv_groups * plan.num_splits,
-                                                             (key_tiles + plan.num_splits - 1) / plan.num_splits,
-                                                             sm_count, slots);
+        if (ahead && *ahead) plan.tiles_ahead = std::max(0, std::atoi(ahead));
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);
