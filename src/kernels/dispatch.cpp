@@ -389,6 +389,8 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
                                               : kvc_reads_once(kv_bytes, device.l2_bytes);
         const char* ahead = std::getenv(kKvcAheadVariable);
         if (ahead && *ahead) plan.tiles_ahead = std::max(0, std::atoi(ahead));
+        const char* all_rows = std::getenv("FLASHATTN_KVC_ALL_ROWS");
+        plan.softmax_all_rows = all_rows && std::strcmp(all_rows, "1") == 0;
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

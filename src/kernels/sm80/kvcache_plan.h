@@ -22,6 +22,9 @@ struct KvcPlan {
     bool kv_read_once = false;
     // The Hopper kernel's copies: tiles issued ahead of the consumers (kvc_tiles_ahead; 0: as many as the rings hold).
     int tiles_ahead = 0;
+    // The Hopper kernel's softmax on every packed row, the padding rows past the block's too (measurements only,
+    // FLASHATTN_KVC_ALL_ROWS=1; by default a warp with none of the block's rows skips it and gives P = 0).
+    bool softmax_all_rows = false;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)
