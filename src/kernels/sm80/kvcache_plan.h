@@ -23,7 +23,8 @@ struct KvcPlan {
     // The Hopper kernel's copies: tiles issued ahead of the consumers (kvc_tiles_ahead; 0: as many as the rings hold).
     int tiles_ahead = 0;
     // The Hopper kernel's softmax on every packed row, the padding rows past the block's too (measurements only,
-    // FLASHATTN_KVC_ALL_ROWS=1; by default a warp with none of the block's rows skips it and gives P = 0).
+    // FLASHATTN_KVC_ALL_ROWS=1; by default a warp with none of the block's rows skips it and gives P = 0, and one
+    // whose second rows are all padding runs the first half alone).
     bool softmax_all_rows = false;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)

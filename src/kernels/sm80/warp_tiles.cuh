@@ -115,15 +115,16 @@ __device__ __forceinline__ float row_exp2_sum(float (&acc_s)[T::kMTiles][T::kNTi
 
 // The online softmax in two steps: softmax_scores turns S into P and updates the running max and sums, returning in
 // `rescale` the factor O must be multiplied by; rescale_rows applies it. A kernel whose O is still being accumulated
-// by an asynchronous product (the Hopper forward) runs the first step meanwhile and the second after.
-template <class T>
+// by an asynchronous product (the Hopper forward) runs the first step meanwhile and the second after. kHalves = 1:
+// the fragments' first row (`group`) alone, for a warp whose rows group + 8 are all padding (the decode kernel's).
+template <class T, int kHalves = 2>
 __device__ __forceinline__ void softmax_scores(float (&acc_s)[T::kMTiles][T::kNTiles][4],
                                                float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][2],
                                                float exp2_mult, float (&rescale)[T::kMTiles][2]) {
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
+        for (int half = 0; half < kHalves; ++half) {
             const float new_max = fmaxf(row_max[mt][half], row_tile_max<T>(acc_s, mt, half));
             const float max_scaled = scaled_max(new_max, exp2_mult);
             rescale[mt][half] = ptx::exp2_fast(row_max[mt][half] * exp2_mult - max_scaled);
@@ -133,13 +134,13 @@ __device__ __forceinline__ void softmax_scores(float (&acc_s)[T::kMTiles][T::kNT
         }
 }
 
-template <class T>
+template <class T, int kHalves = 2>
 __device__ __forceinline__ void rescale_rows(float (&acc_o)[T::kMTiles][T::kDTiles][4],
                                              const float (&rescale)[T::kMTiles][2]) {
 #pragma unroll
     for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
-        for (int half = 0; half < 2; ++half)
+        for (int half = 0; half < kHalves; ++half)
 #pragma unroll
             for (int dt = 0; dt < T::kDTiles; ++dt) {
                 acc_o[mt][dt][2 * half] *= rescale[mt][half];
@@ -147,14 +148,14 @@ __device__ __forceinline__ void rescale_rows(float (&acc_o)[T::kMTiles][T::kDTil
             }
 }
 
-template <class T>
+template <class T, int kHalves = 2>
 __device__ __forceinline__ void online_softmax(float (&acc_s)[T::kMTiles][T::kNTiles][4],
                                                float (&acc_o)[T::kMTiles][T::kDTiles][4],
                                                float (&row_max)[T::kMTiles][2], float (&row_sum)[T::kMTiles][2],
                                                float exp2_mult) {
     float rescale[T::kMTiles][2];
-    softmax_scores<T>(acc_s, row_max, row_sum, exp2_mult, rescale);
-    rescale_rows<T>(acc_o, rescale);
+    softmax_scores<T, kHalves>(acc_s, row_max, row_sum, exp2_mult, rescale);
+    rescale_rows<T, kHalves>(acc_o, rescale);
 }
 
 template <class T>

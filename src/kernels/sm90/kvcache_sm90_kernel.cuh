@@ -319,14 +319,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
     const uint32_t q_smem = ptx::smem_addr(s.q[0]);  // one warpgroup: its 64 rows are the tile
     const bool warp_leader = lane == 0;
-    // Decode packs few rows (one query row of 4 query heads: 4 of the 64): the padding rows' scores and P are the
-    // products' busiest values (P = 1 on Q's zero rows), and the tensor cores and exponentials they keep busy lower
-    // the SM clock of a call that is reading memory (1.80 GHz against 1.98 with no products). So a warp with none of
-    // the block's rows skips the softmax and gives P = 0, and a live warp's padding rows give P = 0 too: their
-    // outputs are never stored, and P V adds nothing to the real rows' either way.
+    // Decode packs few rows (one query row of 4 query heads: 4 of the 64), and the softmax of the padding rows is
+    // time on every tile's path: the consumers' time a tile is part of the stream's (32-key tiles, twice the tiles
+    // for the same bytes, were 3-8% slower). So a warp with none of the block's rows skips the softmax and gives
+    // P = 0; one whose second rows (group + 8) are all padding runs the first half alone; and a live warp's padding
+    // rows give P = 0 (P = 1 on Q's zero rows would keep the tensor cores busy for nothing). Their outputs are never
+    // stored, and P V adds nothing to the real rows' either way. Measured: bench/NOTES.md, "kv-cache: the padding
+    // rows".
     const int warp_row0 = warp * 16;
     const bool lean = !plan.softmax_all_rows;
     const bool warp_live = !lean || warp_row0 < rows;
+    const bool second_half = !lean || warp_row0 + 8 < rows;
     const bool row_live[2] = {!lean || warp_row0 + group < rows, !lean || warp_row0 + group + 8 < rows};
 
     for (int i = 0; i < tiles; ++i) {
@@ -349,7 +352,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             kvc_prepare_scores<T::kNTiles, true>(acc_s[0], p, row_pair, n0, tig, seq.seqlen_k, transform,
                                                  !(last.begin <= n0 && first.end >= n0 + keys_per_tile), softcap_in,
                                                  tile_cols);
-            online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
+            if (second_half)
+                online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
+            else
+                online_softmax<T, 1>(acc_s, acc_o, row_max, row_sum, exp2_mult);
             pack_p<T>(a_frag, acc_s);
 #pragma unroll
             for (int ps = 0; ps < T::kPvSteps; ++ps) {  // A fragment registers 0, 2: row group; 1, 3: group + 8
