@@ -283,6 +283,9 @@ constexpr const char* kKvcReadOnceVariable = "FLASHATTN_KVC_READ_ONCE";
 // FLASHATTN_KVC_AHEAD=n: the Hopper kv-cache kernel keeps n tiles ahead of its consumers (0: as many as its rings
 // hold), whatever kvc_tiles_ahead says (for comparison).
 constexpr const char* kKvcAheadVariable = "FLASHATTN_KVC_AHEAD";
+// FLASHATTN_KVC_OVERLAP=0/1: the Hopper kv-cache kernel's next S product beside P V never / always, whatever
+// kvc_overlap_products says (for comparison).
+constexpr const char* kKvcOverlapVariable = "FLASHATTN_KVC_OVERLAP";
 
 bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes) {
     return l2_bytes > 0 && kv_bytes <= kKvcReadOnceL2Multiple * l2_bytes;
@@ -328,9 +331,11 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
     if (p.seqlen_q == 0) plan.num_splits = 1;
     // The Hopper kernel's copies in flight, by the grid with its splits and the tiles each block reads.
-    if (tiles_in_flight > 0)
+    if (tiles_in_flight > 0) {
         plan.tiles_ahead = kvc_tiles_ahead(blocks * plan.num_splits,
                                            (key_tiles + plan.num_splits - 1) / plan.num_splits, sm_count, slots);
+        plan.overlap_products = kvc_overlap_products(blocks * plan.num_splits, sm_count);
+    }
     // Splits merged in a cluster where the count allows (at most kKvcClusterMax) and the clusters, one a unit, are all
     // resident at once (as the heuristic's count assumed of the blocks). The heuristic's larger counts (batch 1 x 8
     // kv heads from 4k keys) keep the combine: capped at 16 in clusters they read 3% faster on one H100 at 16k-64k
@@ -391,6 +396,8 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         if (ahead && *ahead) plan.tiles_ahead = std::max(0, std::atoi(ahead));
         const char* all_rows = std::getenv("FLASHATTN_KVC_ALL_ROWS");
         plan.softmax_all_rows = all_rows && std::strcmp(all_rows, "1") == 0;
+        const char* overlap = std::getenv(kKvcOverlapVariable);
+        if (overlap && *overlap) plan.overlap_products = std::strcmp(overlap, "0") != 0;
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

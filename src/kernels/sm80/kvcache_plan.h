@@ -22,6 +22,8 @@ struct KvcPlan {
     bool kv_read_once = false;
     // The Hopper kernel's copies: tiles issued ahead of the consumers (kvc_tiles_ahead; 0: as many as the rings hold).
     int tiles_ahead = 0;
+    // The Hopper kernel's consumers issue tile i + 1's S product beside tile i's P V (kvc_overlap_products).
+    bool overlap_products = false;
     // The Hopper kernel's softmax on every packed row, the padding rows past the block's too (measurements only,
     // FLASHATTN_KVC_ALL_ROWS=1; by default a warp with none of the block's rows skips it and gives P = 0, and one
     // whose second rows are all padding runs the first half alone).
@@ -214,6 +216,16 @@ FLASHATTN_HD constexpr int kvc_tiles_ahead(int64_t blocks, int64_t tiles_per_blo
     const int64_t resident = blocks < slots ? blocks : slots;
     if (double(resident) <= kKvcAheadBlocksPerSm * double(sm_count) || tiles_per_block < kKvcAheadMinTiles) return 0;
     return blocks <= slots || tiles_per_block >= kKvcAheadManyWaveTiles ? 1 : 0;
+}
+
+// Whether the Hopper kernel's consumers issue the next tile's S product beside this tile's P V
+// (KvcPlan::overlap_products): on grids of at most one block an SM (`blocks`, splits included). Why: there a tile's
+// products are on the stream's path (nothing else on the SM hides them), and the overlap read 0.5-0.7 us faster on
+// 100 us calls at batch 16 x 8 x 4k, 64 x 8 x 1k, 4 x 32 x 4k and 16 x 32 x 1k and 0.6 us at batch 1 x 8 x 4k (17.5 us),
+// while on grids of two blocks an SM (batch 4 x 8 x 64k, 1 x 8 x 64k, 64 x 32 x 1k) it was 0.3-0.6 us slower
+// (bench/NOTES.md, "kv-cache: the padding rows").
+FLASHATTN_HD constexpr bool kvc_overlap_products(int64_t blocks, int64_t sm_count) {
+    return sm_count > 0 && blocks <= sm_count;
 }
 
 }  // namespace flashattn::kernels

@@ -332,18 +332,24 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     const bool second_half = !lean || warp_row0 + 8 < rows;
     const bool row_live[2] = {!lean || warp_row0 + group < rows, !lean || warp_row0 + group + 8 < rows};
 
+    // With KvcPlan::overlap_products, tile i + 1's S product is issued right after tile i's P V, and the two complete
+    // in order: P V's wait (and V's stage released), then S's (and K's); tile i + 1 then starts at its softmax.
+    const bool overlap = plan.overlap_products;
+    float acc_s[T::kMTiles][T::kNTiles][4];
+    auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
     for (int i = 0; i < tiles; ++i) {
         const int ks = i % T::kKStages, vs = i % T::kVStages;
         const int n0 = (tile_begin + i) * keys_per_tile;
 
-        float acc_s[T::kMTiles][T::kNTiles][4];
-        ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
-        if (marks && i == 0) kvc_mark(kKvFirstK);
-        if (marks && i == tiles - 1) kvc_mark(kKvLastK);
-        issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[ks][0]));
-        ptx::wgmma_wait<0>();
-        ptx::fence_registers(reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]));
-        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[ks]);
+        if (!overlap || i == 0) {
+            ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
+            if (marks && i == 0) kvc_mark(kKvFirstK);
+            if (marks && i == tiles - 1) kvc_mark(kKvLastK);
+            issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[ks][0]));
+            ptx::wgmma_wait<0>();
+            ptx::fence_registers(s_flat);
+            if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[ks]);
+        }
 
         // Score modifiers, then the masks on tiles some row does not wholly see (and, with several kv heads, each row's
         // scores of the other kv heads' key-rows).
@@ -383,9 +389,22 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             ptx::named_barrier_sync<1>(T::kConsumerThreads);
         }
         issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]));
-        ptx::wgmma_wait<0>();
-        ptx::fence_registers(o_flat);
-        if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
+        if (overlap && i + 1 < tiles) {
+            const int next_ks = (i + 1) % T::kKStages;
+            ptx::mbarrier_wait(&s.k_full[next_ks], ((i + 1) / T::kKStages) % 2);
+            if (marks && i + 1 == tiles - 1) kvc_mark(kKvLastK);
+            issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[next_ks][0]));
+            ptx::wgmma_wait<1>();  // P V (the older group) done
+            ptx::fence_registers(o_flat);
+            if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
+            ptx::wgmma_wait<0>();
+            ptx::fence_registers(s_flat);
+            if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[next_ks]);
+        } else {
+            ptx::wgmma_wait<0>();
+            ptx::fence_registers(o_flat);
+            if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
+        }
         if (marks && i == 0) kvc_mark(kKvFirstPv);
         if (marks && i == tiles - 1) kvc_mark(kKvLastPv);
     }
