@@ -9,7 +9,7 @@ after an L2 flush as bench/bench_decode.py times it, with PyTorch SDPA (cuDNN) o
 variables set (the library reads them while planning, so a graph keeps the plan of its capture), and every variant
 is timed in the same interleaved rounds as the plain one.
 
-A shape is batch:nheads_k:cache_len[:page] (seqlen_q 1, nheads_q 32, head dim 128, bf16, causal, as bench_decode.py);
+A shape is batch:nheads_k:cache_len[:page] (seqlen_q 1 or --seqlen-q, nheads_q 32, head dim 128, bf16, causal, as bench_decode.py);
 with a page size the cache is paged as bench_decode.py pages it (the dense cache's storage cut into pages, the block
 table a random permutation).
 """
@@ -41,6 +41,7 @@ def main():
     ap.add_argument("--int-lengths", action="store_true",
                     help="cache_seqlens as one int (the kernel reads no length from memory), not a tensor")
     ap.add_argument("--env", action="append", default=[], help="LABEL=VAR:VALUE[,VAR:VALUE]: a variant's settings")
+    ap.add_argument("--seqlen-q", type=int, default=1, help="query rows (SDPA gets the bottom-right causal mask)")
     args = ap.parse_args()
     variants = [("", {})]
     for text in args.env:
@@ -52,8 +53,9 @@ def main():
     records = []
     for text in args.shapes:
         batch, nheads_k, cache_len, page = parse_shape(text)
-        gen = torch.Generator(device=bd.DEVICE).manual_seed(bd.shape_seed(nheads_k, 1, batch, cache_len))
-        q = torch.randn(batch, 1, bd.NHEADS_Q, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
+        gen = torch.Generator(device=bd.DEVICE).manual_seed(bd.shape_seed(nheads_k, args.seqlen_q, batch, cache_len))
+        q = torch.randn(batch, args.seqlen_q, bd.NHEADS_Q, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE,
+                        generator=gen)
         sdpa = bd.run_sdpa(q, gen, batch, nheads_k, cache_len, bd.sdpa_has_enable_gqa(), bd.WARMUP, bd.REPS, flush)
         k_cache = torch.randn(batch, cache_len, nheads_k, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
         v_cache = torch.randn_like(k_cache)
