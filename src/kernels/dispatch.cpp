@@ -332,9 +332,9 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     if (p.seqlen_q == 0) plan.num_splits = 1;
     // The Hopper kernel's copies in flight, by the grid with its splits and the tiles each block reads.
     if (tiles_in_flight > 0) {
-        const int64_t tiles_per_block = (key_tiles + plan.num_splits - 1) / plan.num_splits;
-        plan.tiles_ahead = kvc_tiles_ahead(blocks * plan.num_splits, tiles_per_block, sm_count, slots);
-        plan.overlap_products = kvc_overlap_products(blocks * plan.num_splits, tiles_per_block, sm_count);
+        plan.tiles_ahead = kvc_tiles_ahead(blocks * plan.num_splits,
+                                           (key_tiles + plan.num_splits - 1) / plan.num_splits, sm_count, slots);
+        plan.overlap_products = kvc_overlap_products(blocks * plan.num_splits, sm_count);
     }
     // Splits merged in a cluster where the count allows (at most kKvcClusterMax) and the clusters, one a unit, are all
     // resident at once (as the heuristic's count assumed of the blocks). The heuristic's larger counts (batch 1 x 8

@@ -167,16 +167,15 @@ TEST(KvcTilesAhead, OneAheadWhereTwoBlocksAnSmReadLongEnough) {
     EXPECT_EQ(kvc_tiles_ahead(256, 32, 0, kSlots), 0);            // nothing known of the GPU
 }
 
-// The next tile's S product beside P V: on grids of at most one block an SM, splits included, of long blocks.
-TEST(KvcOverlapProducts, OnGridsOfOneBlockAnSmReadingLongBlocks) {
-    EXPECT_TRUE(kvc_overlap_products(128, 64, kSms));      // batch 16 x 8 x 4k, 64 x 8 x 1k (4 kv heads a block)
-    EXPECT_TRUE(kvc_overlap_products(kSms, 32, kSms));
-    EXPECT_FALSE(kvc_overlap_products(64, 8, kSms));       // batch 1 x 8 x 4k: 8 splits of 8 tiles
-    EXPECT_FALSE(kvc_overlap_products(kSms, 31, kSms));
-    EXPECT_FALSE(kvc_overlap_products(kSms + 1, 64, kSms));
-    EXPECT_FALSE(kvc_overlap_products(256, 32, kSms));     // batch 4 x 8 x 64k: 8 splits, two blocks an SM
-    EXPECT_FALSE(kvc_overlap_products(64 * 32, 16, kSms)); // batch 64 x 32 x 1k: many waves
-    EXPECT_FALSE(kvc_overlap_products(64, 64, 0));         // nothing known of the GPU
+// The next tile's S product beside P V: on grids of at most one block an SM, splits included.
+TEST(KvcOverlapProducts, OnGridsOfOneBlockAnSm) {
+    EXPECT_TRUE(kvc_overlap_products(128, kSms));    // batch 16 x 8 x 4k, 64 x 8 x 1k (4 kv heads a block)
+    EXPECT_TRUE(kvc_overlap_products(kSms, kSms));
+    EXPECT_TRUE(kvc_overlap_products(64, kSms));     // batch 1 x 8 x 4k: 8 splits
+    EXPECT_FALSE(kvc_overlap_products(kSms + 1, kSms));
+    EXPECT_FALSE(kvc_overlap_products(256, kSms));   // batch 4 x 8 x 64k: 8 splits, two blocks an SM
+    EXPECT_FALSE(kvc_overlap_products(64 * 32, kSms));  // batch 64 x 32 x 1k: many waves
+    EXPECT_FALSE(kvc_overlap_products(64, 0));       // nothing known of the GPU
 }
 
 // Latency-bound grids: splits of two tiles (the Hopper kernel's stages) where they fit a cluster of 8 and half the SMs,
