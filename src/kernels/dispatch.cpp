@@ -286,6 +286,8 @@ constexpr const char* kKvcAheadVariable = "FLASHATTN_KVC_AHEAD";
 // FLASHATTN_KVC_OVERLAP=0/1: the Hopper kv-cache kernel's next S product beside P V never / always, whatever
 // kvc_overlap_products says (for comparison).
 constexpr const char* kKvcOverlapVariable = "FLASHATTN_KVC_OVERLAP";
+// FLASHATTN_KVC_ALL_ROWS=1: the Hopper kv-cache kernel's softmax on every packed row, padding too (for comparison).
+constexpr const char* kKvcAllRowsVariable = "FLASHATTN_KVC_ALL_ROWS";
 
 bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes) {
     return l2_bytes > 0 && kv_bytes <= kKvcReadOnceL2Multiple * l2_bytes;
@@ -394,7 +396,7 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
                                               : kvc_reads_once(kv_bytes, device.l2_bytes);
         const char* ahead = std::getenv(kKvcAheadVariable);
         if (ahead && *ahead) plan.tiles_ahead = std::max(0, std::atoi(ahead));
-        const char* all_rows = std::getenv("FLASHATTN_KVC_ALL_ROWS");
+        const char* all_rows = std::getenv(kKvcAllRowsVariable);
         plan.softmax_all_rows = all_rows && std::strcmp(all_rows, "1") == 0;
         const char* overlap = std::getenv(kKvcOverlapVariable);
         if (overlap && *overlap) plan.overlap_products = std::strcmp(overlap, "0") != 0;

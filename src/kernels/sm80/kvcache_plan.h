@@ -220,11 +220,10 @@ FLASHATTN_HD constexpr int kvc_tiles_ahead(int64_t blocks, int64_t tiles_per_blo
 
 // Whether the Hopper kernel's consumers issue the next tile's S product beside this tile's P V
 // (KvcPlan::overlap_products): on grids of at most one block an SM (`blocks`, splits included). Why: there a tile's
-// products are on the stream's path (nothing else on the SM hides them), and the overlap read 0.5-0.7 us faster on
-// 100 us calls at batch 16 x 8 x 4k, 64 x 8 x 1k, 4 x 32 x 4k and 16 x 32 x 1k and 0.6 us at batch 1 x 8 x 4k (17.5 us),
-// while on grids of two blocks an SM (batch 4 x 8 x 64k, 1 x 8 x 64k, 64 x 32 x 1k) it was 0.3-0.6 us slower; the
-// short split blocks at batch 1 x 8 gained too, with one query row or four (bench/NOTES.md, "kv-cache: the padding
-// rows").
+// products are on the stream's path (nothing else on the SM hides them). The overlap read 0.5-0.7 us faster on the
+// 100 us calls at batch 16 x 8 x 4k, 64 x 8 x 1k, 4 x 32 x 4k and 16 x 32 x 1k, and 0.5-0.8 us on the short split
+// blocks at batch 1 x 8 x 4k (17 us), one query row or four; on grids of two blocks an SM (batch 4 x 8 x 64k,
+// 1 x 8 x 64k, 64 x 32 x 1k) it was 0.3-0.6 us slower (bench/NOTES.md, "kv-cache: the padding rows").
 FLASHATTN_HD constexpr bool kvc_overlap_products(int64_t blocks, int64_t sm_count) {
     return sm_count > 0 && blocks <= sm_count;
 }

@@ -351,9 +351,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[ks]);
         }
 
+        uint32_t a_frag[T::kPvSteps][4];
         // Score modifiers, then the masks on tiles some row does not wholly see (and, with several kv heads, each row's
         // scores of the other kv heads' key-rows).
-        uint32_t a_frag[T::kPvSteps][4];
         if (warp_live) {
             kvc_prepare_scores<T::kNTiles, true>(acc_s[0], p, row_pair, n0, tig, seq.seqlen_k, transform,
                                                  !(last.begin <= n0 && first.end >= n0 + keys_per_tile), softcap_in,
