@@ -9,11 +9,12 @@ after an L2 flush as bench/bench_decode.py times it, with PyTorch SDPA (cuDNN) o
 variables set (the library reads them while planning, so a graph keeps the plan of its capture), and every variant
 is timed in the same interleaved rounds as the plain one.
 
-A shape is batch:nheads_k:cache_len[:page] (seqlen_q 1 or --seqlen-q, nheads_q 32, head dim 128, bf16, causal, as bench_decode.py);
-with a page size the cache is paged as bench_decode.py pages it (the dense cache's storage cut into pages, the block
-table a random permutation).
+A shape is batch:nheads_k:cache_len[:page] (seqlen_q 1 or --seqlen-q, nheads_q 32, head dim 128, bf16, causal, as
+bench_decode.py); with a page size the cache is paged as bench_decode.py pages it (the dense cache's storage cut into
+pages, the block table a random permutation).
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -33,6 +34,31 @@ def parse_shape(text):
     return batch, nheads_k, cache_len, (fields[3] if len(fields) > 3 else None)
 
 
+def parse_variants(texts, first_label=""):
+    """[(label, {variable: value})]: the plain run (no settings) first, then one a --env text LABEL=VAR:VALUE[,...]."""
+    variants = [(first_label, {})]
+    for text in texts:
+        label, _, settings = text.partition("=")
+        variants.append((label, dict(item.split(":", 1) for item in settings.split(","))))
+    return variants
+
+
+@contextlib.contextmanager
+def environment(settings):
+    """The process's environment with `settings` set, as it was again afterwards (the library reads its switches
+    while planning a call, so a CUDA graph captured inside keeps the plan of those settings)."""
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", nargs="+", required=True, help="batch:nheads_k:cache_len")
@@ -43,10 +69,7 @@ def main():
     ap.add_argument("--env", action="append", default=[], help="LABEL=VAR:VALUE[,VAR:VALUE]: a variant's settings")
     ap.add_argument("--seqlen-q", type=int, default=1, help="query rows (SDPA gets the bottom-right causal mask)")
     args = ap.parse_args()
-    variants = [("", {})]
-    for text in args.env:
-        label, _, settings = text.partition("=")
-        variants.append((label, dict(item.split(":", 1) for item in settings.split(","))))
+    variants = parse_variants(args.env)
     from flashattn import flash_attn_with_kvcache
 
     flush = torch.empty(bd.L2_FLUSH_BYTES, dtype=torch.uint8, device=bd.DEVICE)
@@ -65,19 +88,13 @@ def main():
             k_cache, v_cache, block_table = bd.paged_cache(k_cache, v_cache, page, gen)
         graphs = {}
         for label, settings in variants:
-            saved = {name: os.environ.get(name) for name in settings}
-            os.environ.update(settings)
-            for splits in args.splits:
-                seqlens = cache_len if args.int_lengths else lengths
-                call = (lambda s: lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens,
-                                                                 causal=True, block_table=block_table,
-                                                                 num_splits=s))(splits)
-                graphs[f"{label}/{splits}" if label else splits] = bd.graph_of(call)
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            with environment(settings):
+                for splits in args.splits:
+                    seqlens = cache_len if args.int_lengths else lengths
+                    call = (lambda s: lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens,
+                                                                     causal=True, block_table=block_table,
+                                                                     num_splits=s))(splits)
+                    graphs[f"{label}/{splits}" if label else splits] = bd.graph_of(call)
         times = {s: [] for s in graphs}
         for _ in range(ROUNDS):
             for splits, graph in graphs.items():

@@ -16,6 +16,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import torch
@@ -23,7 +24,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_splits import parse_shape  # noqa: E402
+from decode_splits import environment, parse_shape, parse_variants  # noqa: E402
 
 CALLS_PER_GRAPH = 50
 
@@ -37,7 +38,6 @@ class Sampler:
             ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,clocks_event_reasons.active",
              "--format=csv,noheader,nounits", f"-lms={period_ms}"],
             stdout=subprocess.PIPE, text=True, bufsize=1)
-        import threading
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
@@ -77,10 +77,7 @@ def main():
     from flashattn import flash_attn_with_kvcache
     import bench_decode as bd
 
-    variants = [("flashattn", {})]
-    for text in args.env:
-        label, _, settings = text.partition("=")
-        variants.append((label, dict(item.split(":", 1) for item in settings.split(","))))
+    variants = parse_variants(args.env, first_label="flashattn")
     sampler = Sampler(20)
     time.sleep(0.5)
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -95,18 +92,11 @@ def main():
         lengths = torch.full((batch,), cache_len, dtype=torch.int32, device="cuda")
         graphs = {}
         for label, env in variants:
-            saved = {name: os.environ.get(name) for name in env}
-            os.environ.update(env)
-            graphs[label] = graphed(lambda: flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths,
-                                                                    block_table=table, causal=True))
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name)
-                else:
-                    os.environ[name] = value
-        kt = k.reshape(batch, cache_len, nheads_k, bd.HEAD_DIM).transpose(1, 2).contiguous() if not page else None
-        if kt is not None:
-            vt = v.transpose(1, 2).contiguous()
+            with environment(env):
+                graphs[label] = graphed(lambda: flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths,
+                                                                        block_table=table, causal=True))
+        if not page:  # cuDNN on the same dense cache, as SDPA lays it out
+            kt, vt = k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
             qt = q.transpose(1, 2).contiguous()
 
             def cudnn():
