@@ -14,7 +14,6 @@ bench_decode.py); with a page size the cache is paged as bench_decode.py pages i
 pages, the block table a random permutation).
 """
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -24,6 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_decode as bd  # noqa: E402  (its timing, shapes and SDPA call)
+from bench_ab import env_set  # noqa: E402
 
 ROUNDS = 3  # each (shape, count) timed this many times, interleaved with the others; the median is kept
 
@@ -41,22 +41,6 @@ def parse_variants(texts, first_label=""):
         label, _, settings = text.partition("=")
         variants.append((label, dict(item.split(":", 1) for item in settings.split(","))))
     return variants
-
-
-@contextlib.contextmanager
-def environment(settings):
-    """The process's environment with `settings` set, as it was again afterwards (the library reads its switches
-    while planning a call, so a CUDA graph captured inside keeps the plan of those settings)."""
-    saved = {name: os.environ.get(name) for name in settings}
-    os.environ.update(settings)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def main():
@@ -88,7 +72,7 @@ def main():
             k_cache, v_cache, block_table = bd.paged_cache(k_cache, v_cache, page, gen)
         graphs = {}
         for label, settings in variants:
-            with environment(settings):
+            with env_set(settings):  # the plan is read while a graph is captured
                 for splits in args.splits:
                     seqlens = cache_len if args.int_lengths else lengths
                     call = (lambda s: lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens,

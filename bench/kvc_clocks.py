@@ -24,7 +24,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_splits import environment, parse_shape, parse_variants  # noqa: E402
+from bench_ab import env_set  # noqa: E402
+from decode_splits import parse_shape, parse_variants  # noqa: E402
 
 CALLS_PER_GRAPH = 50
 
@@ -92,7 +93,7 @@ def main():
         lengths = torch.full((batch,), cache_len, dtype=torch.int32, device="cuda")
         graphs = {}
         for label, env in variants:
-            with environment(env):
+            with env_set(env):
                 graphs[label] = graphed(lambda: flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths,
                                                                         block_table=table, causal=True))
         if not page:  # cuDNN on the same dense cache, as SDPA lays it out
