@@ -337,18 +337,26 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     const bool overlap = plan.overlap_products;
     float acc_s[T::kMTiles][T::kNTiles][4];
     auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
+    // Tile j's S product: issued once its K has landed; done once it has completed (no wgmma of this warpgroup
+    // issued after it still outstanding), when S is in registers and K's stage goes back to the producer.
+    auto issue_s = [&](int j) {
+        ptx::mbarrier_wait(&s.k_full[j % T::kKStages], (j / T::kKStages) % 2);
+        if (marks && j == 0) kvc_mark(kKvFirstK);
+        if (marks && j == tiles - 1) kvc_mark(kKvLastK);
+        issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[j % T::kKStages][0]));
+    };
+    auto s_done = [&](int j) {
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(s_flat);
+        if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[j % T::kKStages]);
+    };
     for (int i = 0; i < tiles; ++i) {
-        const int ks = i % T::kKStages, vs = i % T::kVStages;
+        const int vs = i % T::kVStages;
         const int n0 = (tile_begin + i) * keys_per_tile;
 
         if (!overlap || i == 0) {
-            ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
-            if (marks && i == 0) kvc_mark(kKvFirstK);
-            if (marks && i == tiles - 1) kvc_mark(kKvLastK);
-            issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[ks][0]));
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(s_flat);
-            if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[ks]);
+            issue_s(i);
+            s_done(i);
         }
 
         uint32_t a_frag[T::kPvSteps][4];
@@ -390,16 +398,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         }
         issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]));
         if (overlap && i + 1 < tiles) {
-            const int next_ks = (i + 1) % T::kKStages;
-            ptx::mbarrier_wait(&s.k_full[next_ks], ((i + 1) / T::kKStages) % 2);
-            if (marks && i + 1 == tiles - 1) kvc_mark(kKvLastK);
-            issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[next_ks][0]));
+            issue_s(i + 1);
             ptx::wgmma_wait<1>();  // P V (the older group) done
             ptx::fence_registers(o_flat);
             if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(s_flat);
-            if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[next_ks]);
+            s_done(i + 1);
         } else {
             ptx::wgmma_wait<0>();
             ptx::fence_registers(o_flat);
