@@ -100,24 +100,24 @@ TEST(KvcHeadGroup, EightKvHeadsWhereTheyDivideTheHeadsAndTheirRowsFit) {
     EXPECT_EQ(kvc_wide_head_group(32, 1, kTileRows, 32), 1);          // a 32-key tile: 4 keys of each, not an n8 tile
 }
 
-TEST(KvcHeadGroup, DenseCachesGroupedWhereTheGroupedGridFillsTheGpuOnce) {
+TEST(KvcHeadGroup, DenseCachesTakeTheSmallestGroupWhoseGridFitsTheSlots) {
     constexpr int64_t kSlots = kSms * 2;
     EXPECT_EQ(kvc_head_group(kPageBoxRows, 8, 4, kTileRows, kTileKeys), 4);  // a dense cache's most: pieces of 16
-    EXPECT_EQ(kvc_dense_head_group(1, 4, 64 * 8, kSlots), 4);   // 128 blocks of 4: about one an SM
-    EXPECT_EQ(kvc_dense_head_group(1, 4, 16 * 32, kSlots), 4);
-    EXPECT_EQ(kvc_dense_head_group(1, 4, 32 * 32, kSlots), 4);  // 256: all the slots
+    EXPECT_EQ(kvc_dense_head_group(1, 4, 64 * 8, kSlots), 2);   // 256 blocks of 2: two an SM (128 of 4 fit too)
+    EXPECT_EQ(kvc_dense_head_group(1, 4, 16 * 32, kSlots), 2);
+    EXPECT_EQ(kvc_dense_head_group(1, 4, 32 * 32, kSlots), 4);  // 512 of 2 would be more than the slots; 256 of 4
     EXPECT_EQ(kvc_dense_head_group(1, 4, 64 * 32, kSlots), 1);  // 512 of 4 would be more than the slots
     EXPECT_EQ(kvc_dense_head_group(1, 4, 32 * 8, kSlots), 1);   // 64 of 4: splits would fill most of the GPU
     EXPECT_EQ(kvc_dense_head_group(1, 4, 1 * 8, kSlots), 1);
     EXPECT_EQ(kvc_dense_head_group(1, 2, 64 * 6, kSlots), 2);   // pairs (6 kv heads): 192 blocks
 }
 
-TEST(KvcHeadGroup, DenseCachesTakeEightWhereTheirGridFillsTheGpuOnceElseFour) {
+TEST(KvcHeadGroup, DenseCachesTakeEightWhereTheirGridFitsElseTheSmallestThatDoes) {
     constexpr int64_t kSlots = kSms * 2;
     EXPECT_EQ(kvc_dense_head_group(8, 4, 32 * 32, kSlots), 8);  // 128 blocks of 8 (256 of 4 also fit: 8 first)
     EXPECT_EQ(kvc_dense_head_group(8, 4, 64 * 32, kSlots), 8);  // 256 of 8 (512 of 4 would not fit)
-    EXPECT_EQ(kvc_dense_head_group(8, 4, 64 * 8, kSlots), 4);   // 64 of 8: too few; 128 of 4
-    EXPECT_EQ(kvc_dense_head_group(8, 4, 16 * 32, kSlots), 4);
+    EXPECT_EQ(kvc_dense_head_group(8, 4, 64 * 8, kSlots), 2);   // 64 of 8: too few; 256 of 2
+    EXPECT_EQ(kvc_dense_head_group(8, 4, 16 * 32, kSlots), 2);
     EXPECT_EQ(kvc_dense_head_group(8, 4, 32 * 8, kSlots), 1);   // 32 of 8, 64 of 4: neither
     EXPECT_EQ(kvc_dense_head_group(8, 4, 128 * 32, kSlots), 1); // 512 of 8: more than the slots
 }

@@ -394,7 +394,7 @@ def test_more_units_than_resident_blocks_ragged(device, seqlen_q, page_size, rot
 @pytest.mark.parametrize("batch,nheads,nheads_k,seqlen_q", [(64, 32, 8, 1), (64, 32, 8, 4), (32, 32, 32, 1),
                                                             (32, 32, 32, 4)])
 def test_dense_grouped_by_default_on_a_large_grid(device, batch, nheads, nheads_k, seqlen_q):
-    # 64 sequences x 8 kv heads: 512 blocks of one kv head, 128 of four; 32 x 32: 1024 of one, 128 of eight. The
+    # 64 sequences x 8 kv heads: 512 blocks of one kv head, 256 of two; 32 x 32: 1024 of one, 128 of eight. The
     # default rule groups both on an H100 (kvc_dense_head_group); ragged lengths, no forcing.
     check(device, torch.bfloat16, batch=batch, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=128,
           seqlen_cache=200, seqlen_new=seqlen_q, causal=True)

@@ -121,25 +121,30 @@ FLASHATTN_HD constexpr int kvc_wide_head_group(int64_t nheads_k, int64_t kv_rows
                : 1;
 }
 
-// Dense caches and pages of longer pieces: kv heads a block, wide_group (kvc_wide_head_group), group_max
-// (kvc_head_group with pages of kPageBoxRows rows) or 1: the first of wide_group and group_max (above 1) whose grouped
-// grid is between kKvcDenseGroupFilled of the slots and all of them, else 1. Why: a block of 4 kv heads reads 1 KB
-// runs of the (batch, seq, head, dim) cache (16 rows of 4 heads), one of 8 kv heads 4 KB runs, where one of one kv
+// Dense caches and pages of longer pieces: kv heads a block, wide_group (kvc_wide_head_group) where its grouped grid is
+// between kKvcDenseGroupFilled of the slots and all of them, else group_max (kvc_head_group with pages of kPageBoxRows
+// rows) where its grid is, or the smallest of its halves whose grid is too, else 1. Why: a block of 4 kv heads reads 1
+// KB runs of the (batch, seq, head, dim) cache (16 rows of 4 heads), one of 8 kv heads 4 KB runs, where one of one kv
 // head reads 256-byte rows 2 KB apart. On an H100 (bench/NOTES.md, "kv-cache: dense caches several kv heads a block")
-// groups of 4 read 0.5-2.3% faster where the grouped grid held about a block an SM (batch 64 x 8 kv heads and 16 x 32:
-// 128 blocks of 4, split to fill), within 0.5% either side at 256 blocks (32 x 32), 1% faster in one run and 1% slower
-// in the next at 512 (64 x 32: more than the slots), and 1-7% slower where splits had to fill most of the GPU (batch
-// 1-32 x 8 kv heads, 1-8 x 32). Groups of 8 ("kv-cache: dense caches 8 kv heads a block"): 1.3-1.7% faster than 4 at
-// batch 32 x 32 (128 blocks of 8 against 256 of 4), -0.6% to +0.9% against one at 64 x 32 (256 of 8), and 2-7% slower
-// than 4 where 8 left the grid below kKvcDenseGroupFilled (64 x 8, 16 x 32: 64 blocks, split to fill).
+// groups of 4 read 0.5-2.3% faster than one where the grouped grid held about a block an SM (batch 64 x 8 kv heads and
+// 16 x 32: 128 blocks of 4, split to fill), and 1-7% slower where splits had to fill most of the GPU (batch 1-32 x 8 kv
+// heads, 1-8 x 32). Since the consumers skip the padding rows' softmax, pairs there (256 blocks, two an SM) read faster
+// still ("kv-cache: pairs on the 512-kv-head grids"): against 4, batch 64 x 8 dense 1.0-1.8% (1k-4k) and 0.6% (16k),
+// pages of 64 and 256 0.5-1.6%, four query rows 1.3-3.0%; 16 x 32 within 0.3% with one query row, 0.3-1.4% with four.
+// Groups of 8 ("kv-cache: dense caches 8 kv heads a block"): 1.3-1.7% faster than 4 at batch 32 x 32 (128 blocks of 8
+// against 256 of 4; measured again with the padding skip, 4 was 0.9% faster at 1k and 0.5% slower at 4k), -0.6% to
+// +0.9% against one at 64 x 32 (256 of 8), and 2-7% slower than 4 where 8 left the grid below kKvcDenseGroupFilled (64
+// x 8, 16 x 32: 64 blocks, split to fill).
 constexpr double kKvcDenseGroupFilled = 0.45;
 FLASHATTN_HD constexpr bool kvc_dense_grid_fits(int64_t grouped_blocks, int64_t slots) {
     return double(grouped_blocks) >= kKvcDenseGroupFilled * double(slots) && grouped_blocks <= slots;
 }
 FLASHATTN_HD constexpr int kvc_dense_head_group(int wide_group, int group_max, int64_t kv_blocks, int64_t slots) {
     if (wide_group > 1 && kvc_dense_grid_fits(kv_blocks / wide_group, slots)) return wide_group;
-    if (group_max > 1 && kvc_dense_grid_fits(kv_blocks / group_max, slots)) return group_max;
-    return 1;
+    if (group_max <= 1 || !kvc_dense_grid_fits(kv_blocks / group_max, slots)) return 1;
+    int group = group_max;  // fits; a smaller group whose grid fits too is taken instead
+    while (group > 2 && kvc_dense_grid_fits(kv_blocks / (group / 2), slots)) group /= 2;
+    return group;
 }
 
 // Many waves (the Hopper kernel's dense caches and long pages): where the grid of one kv head a block is at least

@@ -222,8 +222,8 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves) {
     }
     const int64_t kv_blocks = int64_t(p.batch) * p.nheads_k;
     // Pages read in 16-row pieces anyway (an odd multiple of 16 rows) group on every grid that stays full; dense
-    // caches and longer pieces only where the grouped grid fills the GPU about once, and not where one kv head a
-    // block makes many waves (kvc_many_waves).
+    // caches and longer pieces only where a grouped grid fits the resident slots (kvc_dense_head_group), and not where
+    // one kv head a block makes many waves (kvc_many_waves).
     const bool page_pieces = kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n);
     if (page_pieces) return kvc_head_group_for_grid(most, kv_blocks, slots);
     if (many_waves) return 1;
