@@ -222,8 +222,8 @@ __global__ void __launch_bounds__(T::kThreads) kvcache_kernel(const AttnParams p
     };
     if constexpr (T::kWarpsSplitKeys) {
         merge_key_slices<T>(acc_o, row_max, row_sum, exp2_mult, reinterpret_cast<float*>(sK), warp, lane, tid,
-                            [&]<int kSegCols>(int r, int c0, const float(&cols)[kSegCols], bool empty,
-                                              float lse_natural) {
+                            [&](int r, int c0, const auto& cols, bool empty, float lse_natural) {
+            constexpr int kSegCols = sizeof(cols) / sizeof(float);  // cols: const float (&)[kSegCols]
             const int packed = m0 + r;
             const float lse = empty ? (partial ? -INFINITY : INFINITY) : lse_natural;
             const bool lse_writer = c0 == 0 && r < rows;
