@@ -288,6 +288,9 @@ constexpr const char* kKvcAheadVariable = "FLASHATTN_KVC_AHEAD";
 constexpr const char* kKvcOverlapVariable = "FLASHATTN_KVC_OVERLAP";
 // FLASHATTN_KVC_ALL_ROWS=1: the Hopper kv-cache kernel's softmax on every packed row, padding too (for comparison).
 constexpr const char* kKvcAllRowsVariable = "FLASHATTN_KVC_ALL_ROWS";
+// FLASHATTN_KVC_ONE_PRODUCER=0/1: the Hopper kv-cache kernel on a paged cache with two / one producer warps, whatever
+// kvc_one_producer says (for comparison).
+constexpr const char* kKvcOneProducerVariable = "FLASHATTN_KVC_ONE_PRODUCER";
 
 bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes) {
     return l2_bytes > 0 && kv_bytes <= kKvcReadOnceL2Multiple * l2_bytes;
@@ -400,6 +403,13 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         plan.softmax_all_rows = all_rows && std::strcmp(all_rows, "1") == 0;
         const char* overlap = std::getenv(kKvcOverlapVariable);
         if (overlap && *overlap) plan.overlap_products = std::strcmp(overlap, "0") != 0;
+        const int keys_per_tile = kvc_sm90_block_n(p) / std::max(plan.head_group, 1);
+        const int64_t key_tiles = (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;
+        const char* producers = std::getenv(kKvcOneProducerVariable);
+        plan.one_producer = p.block_table != nullptr &&
+                            (producers && *producers ? std::strcmp(producers, "0") != 0
+                                                     : kvc_one_producer(key_tiles, plan.num_splits,
+                                                                        kvc_sm90_tiles_in_flight(p)));
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

@@ -122,6 +122,18 @@ TEST(KvcHeadGroup, DenseCachesTakeEightWhereTheirGridFitsElseTheSmallestThatDoes
     EXPECT_EQ(kvc_dense_head_group(8, 4, 128 * 32, kSlots), 1); // 512 of 8: more than the slots
 }
 
+TEST(KvcOneProducer, OneProducerWarpWhereABlocksTilesAllFitTheRings) {
+    constexpr int kRingStages = 2;
+    EXPECT_TRUE(kvc_one_producer(16, 8, kRingStages));     // batch 1 x 8 kv heads, 1k keys, 8 splits: 2 tiles a block
+    EXPECT_TRUE(kvc_one_producer(3, 2, kRingStages));      // 2 and 1
+    EXPECT_TRUE(kvc_one_producer(1, 1, kRingStages));
+    EXPECT_FALSE(kvc_one_producer(64, 16, kRingStages));   // 4k keys, 16 splits: 4 tiles a block
+    EXPECT_FALSE(kvc_one_producer(17, 8, kRingStages));    // one split of 3
+    EXPECT_FALSE(kvc_one_producer(64, 1, kRingStages));    // the 128-block grids: 64 tiles a block
+    EXPECT_FALSE(kvc_one_producer(0, 1, kRingStages));     // nothing to read: the default
+    EXPECT_FALSE(kvc_one_producer(16, 0, kRingStages));
+}
+
 TEST(KvcManyWaves, OneKvHeadABlockFromSixWavesOfItWithOneQueryRowAKvHead) {
     constexpr int64_t kSlots = kSms * 2;
     EXPECT_TRUE(kvc_many_waves(64 * 32, 1, kSlots));    // 2048 blocks: 7.8 waves

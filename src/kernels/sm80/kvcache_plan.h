@@ -28,6 +28,9 @@ struct KvcPlan {
     // FLASHATTN_KVC_ALL_ROWS=1; by default a warp with none of the block's rows skips it and gives P = 0, and one
     // whose second rows are all padding runs the first half alone).
     bool softmax_all_rows = false;
+    // The Hopper kernel on a paged cache with one producer warp issuing K's and V's copies (kvc_one_producer), where
+    // it otherwise has two.
+    bool one_producer = false;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)
@@ -145,6 +148,17 @@ FLASHATTN_HD constexpr int kvc_dense_head_group(int wide_group, int group_max, i
     int group = group_max;  // fits; a smaller group whose grid fits too is taken instead
     while (group > 2 && kvc_dense_grid_fits(kv_blocks / (group / 2), slots)) group /= 2;
     return group;
+}
+
+// The Hopper kernel's producer warps on a paged cache: one (KvcPlan::one_producer) where a block's key tiles (at most
+// key_tiles over num_splits) all fit its rings at once (ring_stages, the fewer of K's and V's), else two, one issuing
+// K's copies and one V's. Why: with every tile in a stage of its own the producer issues all its copies without waiting
+// for a stage, and the second warp only delays the first copy. On an H100 (bench/NOTES.md, "kv-cache: pairs on the
+// 512-kv-head grids, ...") batch 1 x 8 kv heads with 1k keys (2 tiles a block) read 0.4-0.6 us faster with one
+// (12.2-12.4 -> 11.7-11.8 us, pages of 16, 64 and 256; dense 11.3), where with 4 tiles a block (4k keys) one was up
+// to 2.4 us slower, and on the 128-block grids of page 16 3%.
+FLASHATTN_HD constexpr bool kvc_one_producer(int64_t key_tiles, int num_splits, int ring_stages) {
+    return num_splits > 0 && key_tiles > 0 && (key_tiles + num_splits - 1) / num_splits <= ring_stages;
 }
 
 // Many waves (the Hopper kernel's dense caches and long pages): where the grid of one kv head a block is at least

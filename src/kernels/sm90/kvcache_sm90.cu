@@ -71,15 +71,15 @@ auto prepared_kernel() {
     return kernel;
 }
 
-// The launch's configuration: the grid, the block (two producer warps on paged caches), and with splits merged in a
-// cluster, clusters of one unit's splits along z.
+// The launch's configuration: the grid, the block (two producer warps on paged caches but where KvcPlan::one_producer
+// says one), and with splits merged in a cluster, clusters of one unit's splits along z.
 template <class T>
 struct KvcLaunchConfig {
     cudaLaunchConfig_t config = {};
     cudaLaunchAttribute attribute[1];
-    KvcLaunchConfig(dim3 grid, bool paged, int cluster_splits, cudaStream_t stream) {
+    KvcLaunchConfig(dim3 grid, bool two_producers, int cluster_splits, cudaStream_t stream) {
         config.gridDim = grid;
-        config.blockDim = dim3(paged ? T::kThreads : T::kThreadsDense);
+        config.blockDim = dim3(two_producers ? T::kThreads : T::kThreadsDense);
         config.dynamicSmemBytes = kvc_sm90_smem_bytes<T>();
         config.stream = stream;
         attribute[0].id = cudaLaunchAttributeClusterDimension;
@@ -138,7 +138,8 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const CUtensorMap map_v =
         make_tensor_map_4d_sw128(p.v, p.dtype, gv.dims, gv.strides, T::kBoxCols, box_rows, box_heads);
     launch_kvc_steps<typename T::Elem>(p, plan, stream, T::kBlockM, [&](dim3 grid) {
-        KvcLaunchConfig<T> launch(grid, p.block_table != nullptr, plan.merge_in_cluster ? plan.num_splits : 1, stream);
+        KvcLaunchConfig<T> launch(grid, p.block_table != nullptr && !plan.one_producer,
+                                  plan.merge_in_cluster ? plan.num_splits : 1, stream);
         check_cuda(cudaLaunchKernelEx(&launch.config, kernel, map_k, map_v, p, plan),
                    "Hopper kv-cache attention kernel launch");
         g_launches.fetch_add(1, std::memory_order_relaxed);

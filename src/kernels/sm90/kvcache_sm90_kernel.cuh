@@ -51,7 +51,8 @@ struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, 
     // tile is up to 4 page pieces x 2 boxes a tensor, each copy its own instruction with its coordinates moved to
     // uniform registers one lane at a time, and one warp issuing K and V both could not keep up with one block an
     // SM's share of the bandwidth (bench/NOTES.md, "kv-cache: what one block an SM waits on"). Dense caches (a tile
-    // is 2 copies a tensor): one producer warp issuing both, the block launched with kThreadsDense threads.
+    // is 2 copies a tensor), and paged ones whose blocks' tiles all fit the rings (KvcPlan::one_producer): one
+    // producer warp issuing both, the block launched with kThreadsDense threads.
     static constexpr int kProducerWarp = kConsumerThreads / 32;
     static constexpr int kThreads = kConsumerThreads + 64, kThreadsDense = kConsumerThreads + 32;
     static constexpr int kMinBlocks = kMinBlocks_;
