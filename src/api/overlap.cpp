@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "api/tensor_checks.h"
@@ -95,7 +96,11 @@ bool nested_strides(const TensorView& t) {
     int n = 0;
     for (int d = 0; d < t.ndim; ++d)
         if (t.shape[d] > 1) order[n++] = d;
-    std::sort(order, order + n, [&](int a, int b) { return abs_stride(t, a) < abs_stride(t, b); });
+    // By growing stride; an insertion sort, as there are at most kMaxDims (std::sort's path for long ranges, never
+    // taken here, drew an array-bounds warning on this fixed array).
+    for (int i = 1; i < n; ++i)
+        for (int j = i; j > 0 && abs_stride(t, order[j]) < abs_stride(t, order[j - 1]); --j)
+            std::swap(order[j], order[j - 1]);
     Wide reach = 0;  // the farthest element offset of the dimensions taken so far
     for (int i = 0; i < n; ++i) {
         const Wide stride = abs_stride(t, order[i]);
