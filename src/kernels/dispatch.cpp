@@ -340,6 +340,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
         plan.tiles_ahead = kvc_tiles_ahead(blocks * plan.num_splits,
                                            (key_tiles + plan.num_splits - 1) / plan.num_splits, sm_count, slots);
         plan.overlap_products = kvc_overlap_products(blocks * plan.num_splits, sm_count);
+        plan.one_producer = p.block_table != nullptr && kvc_one_producer(key_tiles, plan.num_splits, tiles_in_flight);
     }
     // Splits merged in a cluster where the count allows (at most kKvcClusterMax) and the clusters, one a unit, are all
     // resident at once (as the heuristic's count assumed of the blocks). The heuristic's larger counts (batch 1 x 8
@@ -403,13 +404,8 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         plan.softmax_all_rows = all_rows && std::strcmp(all_rows, "1") == 0;
         const char* overlap = std::getenv(kKvcOverlapVariable);
         if (overlap && *overlap) plan.overlap_products = std::strcmp(overlap, "0") != 0;
-        const int keys_per_tile = kvc_sm90_block_n(p) / std::max(plan.head_group, 1);
-        const int64_t key_tiles = (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;
         const char* producers = std::getenv(kKvcOneProducerVariable);
-        plan.one_producer = p.block_table != nullptr &&
-                            (producers && *producers ? std::strcmp(producers, "0") != 0
-                                                     : kvc_one_producer(key_tiles, plan.num_splits,
-                                                                        kvc_sm90_tiles_in_flight(p)));
+        if (producers && *producers) plan.one_producer = p.block_table != nullptr && std::strcmp(producers, "0") != 0;
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);
