@@ -78,6 +78,7 @@ GIB = 1 << 30
 MIB = 1 << 20
 MEMORY_BUDGET_BYTES = 40 * GIB  # K + V caches of one configuration: leaves room on an 80 GB H100 for the rest
 COPY_BYTES = 2 * GIB            # large enough that launch overhead and L2 do not count
+TRANSLATION_BYTES = 2 * MIB     # the large pages the driver maps device allocations with ("local" page order)
 COPY_WARMUP, COPY_REPS = 3, 15
 L2_FLUSH_BYTES = 256 * MIB      # several times any L2 so far (H100 50 MB, H200 50 MB), as triton's do_bench
 TERA = 1e12
@@ -276,11 +277,21 @@ def paged_cache(k_cache, v_cache, page, gen, page_order="random"):
     dense cache's storage cut into pages (no second copy, so the memory budget holds); a random permutation scatters
     each sequence's pages over the pool as a paged allocator's would be after some churn. Which values a page holds
     does not matter to the timing. "sequential" keeps the dense cache's addresses exactly: what is left is the cost of
-    the block-table path itself."""
+    the block-table path itself. "local" permutes the pages within each 2 MiB of the pool (and those runs among
+    themselves): as scattered at the DRAM's scale as "random", but a sequence's pages share the driver's 2 MiB
+    address translations as the dense cache's do."""
     batch, cache_len, nheads_k, head_dim = k_cache.shape
     blocks = batch * cache_len // page
-    order = (torch.arange(blocks, device=k_cache.device) if page_order == "sequential"
-             else torch.randperm(blocks, device=k_cache.device, generator=gen))
+    if page_order == "sequential":
+        order = torch.arange(blocks, device=k_cache.device)
+    elif page_order == "local":
+        run = max(1, TRANSLATION_BYTES // (page * nheads_k * head_dim * k_cache.element_size()))
+        runs = -(-blocks // run)
+        within = torch.argsort(torch.rand(runs, run, device=k_cache.device, generator=gen), dim=1)
+        order = (torch.randperm(runs, device=k_cache.device, generator=gen)[:, None] * run + within).flatten()
+        order = order[order < blocks]
+    else:
+        order = torch.randperm(blocks, device=k_cache.device, generator=gen)
     block_table = order.view(batch, -1).to(torch.int32)
     return (k_cache.view(blocks, page, nheads_k, head_dim), v_cache.view(blocks, page, nheads_k, head_dim),
             block_table)
@@ -387,9 +398,10 @@ def main():
     ap.add_argument("--cache-lens", type=int, nargs="+", help=f"default {CACHE_LENS}; overrides --quick's")
     ap.add_argument("--pages", type=int, nargs="+", default=PAGE_SIZES,
                     help=f"page sizes, {DENSE} for the dense cache (default {PAGE_SIZES})")
-    ap.add_argument("--page-order", choices=["random", "sequential"], default="random",
-                    help="block tables: a random permutation of the pool (default), or the pool in order (the dense "
-                         "cache's addresses, isolating the cost of the paged code path)")
+    ap.add_argument("--page-order", choices=["random", "sequential", "local"], default="random",
+                    help="block tables: a random permutation of the pool (default), the pool in order (the dense "
+                         "cache's addresses, isolating the cost of the paged code path), or random within each 2 MiB "
+                         "(the address translations' reach, apart from the scatter)")
     ap.add_argument("--cache-layout", choices=["bshd", "bhsd"], default="bshd",
                     help="flashattn's dense cache: (batch, seqlen, nheads_k, hdim) as FlashAttention's (default), or "
                          "a (batch, nheads_k, seqlen, hdim) tensor as SDPA's, passed transposed")

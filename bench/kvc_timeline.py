@@ -28,9 +28,11 @@ import torch
 from flashattn import flash_attn_with_kvcache
 
 EVENTS = ["start", "first_issue", "q_ready", "first_k", "first_pv", "last_k", "last_v", "last_pv", "stored",
-          "init_done", "synced", "sm", "global_start", "global_end", "unit", "split", "epilogue"]
+          "init_done", "synced", "sm", "global_start", "global_end", "unit", "split", "epilogue", "producer", "pieces",
+          "page_read"]
 MAX_BLOCKS = 8192  # kKvcTimelineBlocks
-PHASES = [("start", "init_done"), ("start", "synced"), ("start", "first_issue"), ("start", "q_ready"),
+PHASES = [("start", "init_done"), ("start", "synced"), ("start", "producer"), ("producer", "pieces"),
+          ("pieces", "page_read"), ("page_read", "first_issue"), ("start", "first_issue"), ("start", "q_ready"),
           ("start", "first_k"), ("first_k", "first_pv"), ("first_pv", "last_k"), ("last_k", "last_v"),
           ("last_v", "last_pv"), ("last_pv", "epilogue"), ("epilogue", "stored"), ("start", "stored")]
 

@@ -19,6 +19,14 @@
 //   mode 8  as mode 6 with 32 threads (one warp: what a producer warp of the kernel could issue)
 //   mode 9  as mode 6 with 64 threads
 //   mode 10 as mode 7 with 64 threads (the kernel's two producer warps on paged caches)
+//   mode 11 as mode 4, with one L2 prefetch of each K and V piece's first row kWarmAhead tiles before its copy (the
+//           row is read by the copy anyway: no extra bytes, but the page's address translation is made early)
+//
+// The fourth argument orders the pages of the paged modes: 0 a random permutation of the whole pool (default, as
+// bench_decode.py), 1 the pool in order (the dense cache's addresses), 2 random within each 2 MB of the pool (the
+// pages a sequence reads are as scattered at the DRAM's scale, but every 2 MB translation is used for a run of
+// kTranslationBytes / page bytes consecutive pages). 1 against 0 is what random placement costs; 2 against 0 is how
+// much of that is the address translation's reach.
 //
 // Build and run (on an H100):  nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Isrc -Iinclude \
 //     bench/probe_kv_stream.cu -o /tmp/probe && /tmp/probe [batch] [seqlen] [nheads_k]
@@ -45,6 +53,8 @@ constexpr int kStages = 2;
 constexpr int kPage = 16;
 constexpr int kRepeats = 10;
 constexpr size_t kFlushBytes = size_t(256) << 20;
+constexpr size_t kTranslationBytes = size_t(2) << 20;  // the large pages the driver maps device allocations with
+constexpr int kWarmAhead = 2;                           // mode 11: tiles between a piece's prefetch and its copy
 
 struct Mode {
     const char* name;
@@ -52,6 +62,7 @@ struct Mode {
     bool head_major;  // (batch, head, seq, dim)
     bool paged;
     int copy_threads;  // cp.async by this many threads instead of the copy engine (0: the copy engine)
+    bool warm = false;  // mode 11: prefetch each piece's first row kWarmAhead tiles ahead
 };
 constexpr int kMaxCopyThreads = 128;
 constexpr Mode kModes[] = {
@@ -66,13 +77,17 @@ constexpr Mode kModes[] = {
     {"per head, cp.async by 32 threads", 64, 1, false, false, 32},
     {"per head, cp.async by 64 threads", 64, 1, false, false, 64},
     {"paged 16, cp.async by 64 threads", 64, 1, false, true, 64},
+    {"paged 16, per head, warmed ahead", 16, 1, false, true, 0, true},
 };
 
 struct Work {
     int batch, seqlen, nheads, rows, heads;
-    bool paged;
+    bool paged, warm;
     const int* table;  // paged: (batch, seqlen / kPage) blocks
+    const unsigned char *k, *v;  // the pools, for mode 11's prefetches
 };
+
+__device__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 struct alignas(1024) Smem {
     unsigned char k[kStages][kTileBytes];
@@ -101,6 +116,16 @@ __global__ void __launch_bounds__(32) stream_kernel(const __grid_constant__ CUte
         ptx::mbarrier_arrive_expect_tx(&s.full[st], 2 * kTileBytes);
         const int row0 = slice * slice_rows + i * tile_rows;
         const int boxes = tile_rows / w.rows;  // boxes along the sequence a tile
+        if (w.warm && i + kWarmAhead < tiles) {
+            const size_t row_bytes = size_t(w.nheads) * kHeadDim * 2;
+            for (int bx = 0; bx < boxes; ++bx) {
+                const int row = row0 + kWarmAhead * tile_rows + bx * w.rows;
+                const size_t off = size_t(w.table[b * (w.seqlen / kPage) + row / kPage]) * kPage * row_bytes +
+                                   size_t(group) * w.heads * kHeadDim * 2;
+                prefetch_l2(w.k + off);
+                prefetch_l2(w.v + off);
+            }
+        }
         const int box_bytes = w.rows * w.heads * kBoxCols * 2;
         for (int bx = 0; bx < boxes; ++bx) {
             const int row = row0 + bx * w.rows;
@@ -179,6 +204,7 @@ int main(int argc, char** argv) {
     const int batch = argc > 1 ? std::atoi(argv[1]) : 64;
     const int seqlen = argc > 2 ? std::atoi(argv[2]) : 16384;
     const int nheads = argc > 3 ? std::atoi(argv[3]) : 8;
+    const int order = argc > 4 ? std::atoi(argv[4]) : 0;
     const size_t elems = size_t(batch) * seqlen * nheads * kHeadDim;
     void *k = nullptr, *v = nullptr, *flush = nullptr;
     int* table = nullptr;
@@ -190,7 +216,24 @@ int main(int argc, char** argv) {
     const int pages = batch * seqlen / kPage;
     std::vector<int> perm(pages);
     for (int i = 0; i < pages; ++i) perm[i] = i;
-    std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
+    const size_t page_bytes = size_t(kPage) * nheads * kHeadDim * 2;
+    const int run = int(std::max<size_t>(1, kTranslationBytes / page_bytes));  // pages a translation covers
+    if (order == 0) std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
+    if (order == 2) {
+        // Random within each translation's run of pages, and the runs themselves in random order.
+        std::mt19937 rng(7);
+        std::vector<int> runs((pages + run - 1) / run);
+        for (size_t r = 0; r < runs.size(); ++r) runs[r] = int(r);
+        std::shuffle(runs.begin(), runs.end(), rng);
+        std::vector<int> out;
+        for (int r : runs) {
+            const size_t first = size_t(r) * run, last = std::min<size_t>(pages, first + run);
+            std::vector<int> piece(perm.begin() + first, perm.begin() + last);
+            std::shuffle(piece.begin(), piece.end(), rng);
+            out.insert(out.end(), piece.begin(), piece.end());
+        }
+        perm = out;
+    }
     cudaMalloc(&table, pages * sizeof(int));
     cudaMemcpy(table, perm.data(), pages * sizeof(int), cudaMemcpyHostToDevice);
 
@@ -201,8 +244,9 @@ int main(int argc, char** argv) {
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     const double bytes = 2.0 * elems * 2;
-    std::printf("batch %d, seqlen %d, nheads_k %d, head dim %d: %.1f MB of K and V\n", batch, seqlen, nheads, kHeadDim,
-                bytes / 1e6);
+    static const char* const kOrders[] = {"random", "sequential", "random within 2 MB"};
+    std::printf("batch %d, seqlen %d, nheads_k %d, head dim %d: %.1f MB of K and V; pages %s\n", batch, seqlen, nheads,
+                kHeadDim, bytes / 1e6, kOrders[order]);
     for (int m = 0; m < int(sizeof(kModes) / sizeof(kModes[0])); ++m) {
         const Mode& mode = kModes[m];
         uint64_t dims[4], strides[3];
@@ -221,7 +265,8 @@ int main(int argc, char** argv) {
         const CUtensorMap mv = make_map(v, dims, strides, mode.rows, mode.heads);
         // The same block count for every mode: batch x nheads_k units, a head group's slices of the sequence.
         const int groups = nheads / mode.heads;
-        const Work w{batch, seqlen, nheads, mode.rows, mode.heads, mode.paged, table};
+        const Work w{batch, seqlen, nheads, mode.rows, mode.heads, mode.paged, mode.warm, table,
+                     static_cast<const unsigned char*>(k), static_cast<const unsigned char*>(v)};
         const dim3 grid(batch * groups * mode.heads);
         std::vector<float> ms;
         for (int r = 0; r < kRepeats + 2; ++r) {

@@ -246,6 +246,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // stages, when its stage is free). Consumers use tiles in order, so that wait also frees tile i's stage.
         const int ahead_k = plan.tiles_ahead > 0 && plan.tiles_ahead < T::kKStages ? plan.tiles_ahead : T::kKStages;
         const int ahead_v = plan.tiles_ahead > 0 && plan.tiles_ahead < T::kVStages ? plan.tiles_ahead : T::kVStages;
+        const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
+        if (marks) kvc_mark(kKvProducer);
         for (int i = 0; i < tiles; ++i) {
             const int ks = i % T::kKStages, vs = i % T::kVStages;
             const int n0 = (tile_begin + i) * keys_per_tile;
@@ -254,7 +256,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             // skipped).
             int where = entry, pieces = 0;
             if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
+            if (marks && i == 0) kvc_hold(pieces), kvc_mark(kKvPieces);
             if (table_row) where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
+            if (marks && i == 0) kvc_hold(where), kvc_mark(kKvPageRead);
             if (issue_k) {
                 if (i >= ahead_k) {
                     const int used = i - ahead_k;
@@ -263,7 +267,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced,
                                                page_rows, piece_rows, head_group, pos0, pieces, hk, where,
                                                plan.kv_read_once, evict_first);
-                if (i == 0 && lane == 0) kvc_mark(kKvFirstIssue);
+                if (marks && i == 0) kvc_mark(kKvFirstIssue);
             }
             if (issue_v) {
                 if (i >= ahead_v) {

@@ -70,6 +70,9 @@ enum KvcEvent : int {
     kKvUnit,         // the block's unit (blockIdx.y: batch x kv-head group) and split (blockIdx.z), to set a block
     kKvSplit,        // beside the others of its unit (its cluster's, where the splits merge in one)
     kKvEpilogue,     // consumer thread 0 starts the epilogue (its rows' sums, then the stores), after its loop
+    kKvProducer,     // the (K) producer warp's lane 0 enters the producers' branch
+    kKvPieces,       // ... has the first tile's piece count (the sequence's length in hand)
+    kKvPageRead,     // ... has the first tile's block (its page's, read from the block table, where paged)
     kKvEvents
 };
 constexpr int kKvcTimelineBlocks = 8192;
@@ -105,6 +108,10 @@ __device__ __forceinline__ void tile_mark(int tile, int event) {
 }
 __device__ unsigned long long g_kvc_timeline[kKvcTimelineBlocks][kKvEvents];
 
+// The value computed before the next mark: an empty asm that reads it (and, as volatile, is not moved across the
+// mark's), so the mark times the value's arrival (a load's, for example) and not only its issue.
+__device__ __forceinline__ void kvc_hold(int value) { asm volatile("" ::"r"(value)); }
+
 __device__ __forceinline__ void kvc_mark(int event) {
     const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     if (block >= kKvcTimelineBlocks) return;
@@ -126,6 +133,7 @@ __device__ __forceinline__ void kvc_mark(int event) {
 #else
 __device__ __forceinline__ void timeline_mark(int) {}
 __device__ __forceinline__ void tile_mark(int, int) {}
+__device__ __forceinline__ void kvc_hold(int) {}
 __device__ __forceinline__ void kvc_mark(int) {}
 #endif
 
