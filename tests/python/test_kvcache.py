@@ -308,6 +308,17 @@ def test_l2_policy_either_way(device, read_once, page_size, monkeypatch):
           seqlen_new=1, page_size=page_size, causal=True)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("page_size", [32, 64, 96, 128])
+def test_pages_of_one_and_two_pieces(device, page_size):
+    # The Hopper kernel copies a 64-key tile of a paged cache in pieces of the longest power of two up to 64 rows
+    # that divides the page: one piece a tile from 64 rows up (64, 128), two of 32 rows from pages of 32 and 96 (a
+    # page that is no power of two). Ragged lengths end inside pages and tiles, with an append across a page's end
+    # and splits.
+    check(device, torch.bfloat16, batch=3, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=600,
+          seqlen_new=2, lengths=[595, 301, 31], page_size=page_size, num_splits=3, causal=True)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the L2 hint is the GPU kernel's")
 def test_l2_policy_gives_the_same_bits(monkeypatch):
     # A cache hint changes where lines go in L2, never a value: the outputs of both forms are equal to the bit.
