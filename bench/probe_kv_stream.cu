@@ -19,6 +19,9 @@
 //   mode 8  as mode 6 with 32 threads (one warp: what a producer warp of the kernel could issue)
 //   mode 9  as mode 6 with 64 threads
 //   mode 10 as mode 7 with 64 threads (the kernel's two producer warps on paged caches)
+//   mode 12 as mode 4, the blocks launched in clusters of 4 (the kv heads of a sequence 4 at a time in one GPC, which
+//           read the same pages, so that they share the GPC's address translations)
+//   mode 13 as mode 12 with clusters of 8 (all 8 kv heads of a sequence at nheads_k 8)
 //   mode 11 as mode 4, with one L2 prefetch of each K and V piece's first row kWarmAhead tiles before its copy (the
 //           row is read by the copy anyway: no extra bytes, but the page's address translation is made early)
 //
@@ -63,6 +66,7 @@ struct Mode {
     bool paged;
     int copy_threads;  // cp.async by this many threads instead of the copy engine (0: the copy engine)
     bool warm = false;  // mode 11: prefetch each piece's first row kWarmAhead tiles ahead
+    int cluster = 1;    // modes 12-13: blocks a cluster (consecutive blocks: kv heads of one sequence)
 };
 constexpr int kMaxCopyThreads = 128;
 constexpr Mode kModes[] = {
@@ -78,6 +82,8 @@ constexpr Mode kModes[] = {
     {"per head, cp.async by 64 threads", 64, 1, false, false, 64},
     {"paged 16, cp.async by 64 threads", 64, 1, false, true, 64},
     {"paged 16, per head, warmed ahead", 16, 1, false, true, 0, true},
+    {"paged 16, per head, clusters of 4", 16, 1, false, true, 0, false, 4},
+    {"paged 16, per head, clusters of 8", 16, 1, false, true, 0, false, 8},
 };
 
 struct Work {
@@ -198,6 +204,25 @@ CUtensorMap make_map(void* base, const uint64_t (&dims)[4], const uint64_t (&str
     return m;
 }
 
+// Modes 12-13: the copy-engine stream in clusters of `cluster` consecutive blocks (x), and once, how many such
+// clusters the GPU holds at once (fewer than the grid's would make a second wave).
+void cluster_launch(dim3 grid, int smem, int cluster, const CUtensorMap& mk, const CUtensorMap& mv, const Work& w) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid, config.blockDim = dim3(32), config.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = cluster, attribute[0].val.clusterDim.y = 1, attribute[0].val.clusterDim.z = 1;
+    config.attrs = attribute, config.numAttrs = 1;
+    static int reported = 0;
+    if (reported != cluster) {
+        int clusters = 0;
+        cudaOccupancyMaxActiveClusters(&clusters, stream_kernel, &config);
+        std::printf("   clusters of %d: %d resident at once, the grid has %u\n", cluster, clusters, grid.x / cluster);
+        reported = cluster;
+    }
+    cudaLaunchKernelEx(&config, stream_kernel, mk, mv, w);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -275,6 +300,8 @@ int main(int argc, char** argv) {
             if (mode.copy_threads)
                 stream_threads_kernel<<<grid, mode.copy_threads, smem>>>(static_cast<const unsigned char*>(k),
                                                                     static_cast<const unsigned char*>(v), w);
+            else if (mode.cluster > 1)
+                cluster_launch(grid, smem, mode.cluster, mk, mv, w);
             else
                 stream_kernel<<<grid, 32, smem>>>(mk, mv, w);
             cudaEventRecord(e1);
