@@ -22,6 +22,11 @@
 //   mode 12 as mode 4, the blocks launched in clusters of 4 (the kv heads of a sequence 4 at a time in one GPC, which
 //           read the same pages, so that they share the GPC's address translations)
 //   mode 13 as mode 12 with clusters of 8 (all 8 kv heads of a sequence at nheads_k 8)
+//   mode 14 as mode 12, one block an SM (shared memory for one), all 32 threads kept to the end
+//   mode 15 as mode 14, the cluster's blocks in step: a block issues tile i once every block of its cluster has issued
+//           tile i - 1 (each arrives on every block's pace barrier after its issue), so that the kv heads of a
+//           sequence read each page at about the same time, as one block reading 4 kv heads a box does (mode 5)
+//   mode 16 as mode 15 on the dense cache (mode 0's boxes)
 //   mode 11 as mode 4, with one L2 prefetch of each K and V piece's first row kWarmAhead tiles before its copy (the
 //           row is read by the copy anyway: no extra bytes, but the page's address translation is made early)
 //
@@ -56,6 +61,7 @@ constexpr int kStages = 2;
 constexpr int kPage = 16;
 constexpr int kRepeats = 10;
 constexpr size_t kFlushBytes = size_t(256) << 20;
+constexpr int kOneBlockSmem = 200 * 1024;  // modes 14-16: more than half an SM's shared memory, so one block an SM
 constexpr size_t kTranslationBytes = size_t(2) << 20;  // the large pages the driver maps device allocations with
 constexpr int kWarmAhead = 2;                           // mode 11: tiles between a piece's prefetch and its copy
 
@@ -66,7 +72,8 @@ struct Mode {
     bool paged;
     int copy_threads;  // cp.async by this many threads instead of the copy engine (0: the copy engine)
     bool warm = false;  // mode 11: prefetch each piece's first row kWarmAhead tiles ahead
-    int cluster = 1;    // modes 12-13: blocks a cluster (consecutive blocks: kv heads of one sequence)
+    int cluster = 1;    // modes 12-16: blocks a cluster (consecutive blocks: kv heads of one sequence)
+    bool one_per_sm = false, in_step = false;  // modes 14-16
 };
 constexpr int kMaxCopyThreads = 128;
 constexpr Mode kModes[] = {
@@ -84,6 +91,9 @@ constexpr Mode kModes[] = {
     {"paged 16, per head, warmed ahead", 16, 1, false, true, 0, true},
     {"paged 16, per head, clusters of 4", 16, 1, false, true, 0, false, 4},
     {"paged 16, per head, clusters of 8", 16, 1, false, true, 0, false, 8},
+    {"paged 16, clusters of 4, 1 an SM", 16, 1, false, true, 0, false, 4, true, false},
+    {"paged 16, clusters of 4, in step", 16, 1, false, true, 0, false, 4, true, true},
+    {"dense, clusters of 4, in step", 64, 1, false, false, 0, false, 4, true, true},
 };
 
 struct Work {
@@ -99,6 +109,7 @@ struct alignas(1024) Smem {
     unsigned char k[kStages][kTileBytes];
     unsigned char v[kStages][kTileBytes];
     uint64_t full[kStages];
+    uint64_t pace[kStages];  // modes 15-16: tile i issued by every block of the cluster (count: the cluster's blocks)
 };
 
 // A block: the (row, head) pairs of one head group and one slice of the sequence, tile after tile.
@@ -147,6 +158,55 @@ __global__ void __launch_bounds__(32) stream_kernel(const __grid_constant__ CUte
     }
     for (int i = max(0, tiles - kStages); i < tiles; ++i)
         ptx::mbarrier_wait(&s.full[i % kStages], (i / kStages) % 2);
+}
+
+// Modes 14-16: stream_kernel's copies (one kv head a block, 16-row pieces where paged) by thread 0 of a block in a
+// cluster whose 32 threads all stay to the end (the cluster barriers count them); with `in_step`, tile i goes out
+// once every block of the cluster has issued tile i - 1.
+__global__ void __launch_bounds__(32) stream_in_step_kernel(const __grid_constant__ CUtensorMap map_k,
+                                                            const __grid_constant__ CUtensorMap map_v, Work w,
+                                                            bool in_step) {
+    extern __shared__ unsigned char raw[];
+    auto& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) / 1024 * 1024);
+    unsigned blocks_in_cluster;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks_in_cluster));
+    if (threadIdx.x == 0) {
+        for (int st = 0; st < kStages; ++st) {
+            ptx::mbarrier_init(&s.full[st], 1);
+            ptx::mbarrier_init(&s.pace[st], blocks_in_cluster);
+        }
+        ptx::fence_mbarrier_init();
+    }
+    ptx::cluster_sync();  // every block's pace barriers set up before any arrival
+    if (threadIdx.x == 0) {
+        const int b = blockIdx.x / w.nheads, h = blockIdx.x % w.nheads;
+        const int tiles = w.seqlen / kTileRowsTimesHeads, boxes = kTileRowsTimesHeads / w.rows;
+        const int box_bytes = w.rows * kBoxCols * 2;
+        for (int i = 0; i < tiles; ++i) {
+            const int st = i % kStages;
+            if (i >= kStages) ptx::mbarrier_wait(&s.full[st], (i / kStages - 1) % 2);
+            if (in_step && i >= 1) ptx::mbarrier_wait(&s.pace[(i - 1) % kStages], ((i - 1) / kStages) % 2);
+            ptx::mbarrier_arrive_expect_tx(&s.full[st], 2 * kTileBytes);
+            for (int bx = 0; bx < boxes; ++bx) {
+                const int row = i * kTileRowsTimesHeads + bx * w.rows;
+                int y = row, entry = b;
+                if (w.paged) y = row % kPage, entry = w.table[b * (w.seqlen / kPage) + row / kPage];
+                for (int half = 0; half < kHalves; ++half) {
+                    unsigned char* dk = s.k[st] + (half * boxes + bx) * box_bytes;
+                    unsigned char* dv = s.v[st] + (half * boxes + bx) * box_bytes;
+                    ptx::tma_load_4d(dk, &map_k, &s.full[st], half * kBoxCols, y, h, entry);
+                    ptx::tma_load_4d(dv, &map_v, &s.full[st], half * kBoxCols, y, h, entry);
+                }
+            }
+            if (in_step)
+                for (unsigned r = 0; r < blocks_in_cluster; ++r)
+                    ptx::mbarrier_arrive_cluster(ptx::cluster_smem_addr(ptx::smem_addr(&s.pace[st]), r));
+        }
+        for (int i = max(0, tiles - kStages); i < tiles; ++i)
+            ptx::mbarrier_wait(&s.full[i % kStages], (i / kStages) % 2);
+    }
+    __syncwarp();
+    ptx::cluster_sync();  // no block leaves while another may still arrive on its pace barriers
 }
 
 // Modes 6-10: block (b, h) of the (batch, seq, head, dim) cache or of the page pool, 64-row tiles of K and V, each
@@ -206,7 +266,9 @@ CUtensorMap make_map(void* base, const uint64_t (&dims)[4], const uint64_t (&str
 
 // Modes 12-13: the copy-engine stream in clusters of `cluster` consecutive blocks (x), and once, how many such
 // clusters the GPU holds at once (fewer than the grid's would make a second wave).
-void cluster_launch(dim3 grid, int smem, int cluster, const CUtensorMap& mk, const CUtensorMap& mv, const Work& w) {
+// Modes 14-16 (`in_step_mode` given): stream_in_step_kernel instead, with shared memory for one block an SM.
+void cluster_launch(dim3 grid, int smem, int cluster, const CUtensorMap& mk, const CUtensorMap& mv, const Work& w,
+                    const Mode* in_step_mode = nullptr) {
     cudaLaunchConfig_t config{};
     config.gridDim = grid, config.blockDim = dim3(32), config.dynamicSmemBytes = smem;
     cudaLaunchAttribute attribute[1];
@@ -214,13 +276,20 @@ void cluster_launch(dim3 grid, int smem, int cluster, const CUtensorMap& mk, con
     attribute[0].val.clusterDim.x = cluster, attribute[0].val.clusterDim.y = 1, attribute[0].val.clusterDim.z = 1;
     config.attrs = attribute, config.numAttrs = 1;
     static int reported = 0;
-    if (reported != cluster) {
+    const int report = cluster + (in_step_mode ? 100 : 0);
+    if (reported != report) {
         int clusters = 0;
-        cudaOccupancyMaxActiveClusters(&clusters, stream_kernel, &config);
+        if (in_step_mode)
+            cudaOccupancyMaxActiveClusters(&clusters, stream_in_step_kernel, &config);
+        else
+            cudaOccupancyMaxActiveClusters(&clusters, stream_kernel, &config);
         std::printf("   clusters of %d: %d resident at once, the grid has %u\n", cluster, clusters, grid.x / cluster);
-        reported = cluster;
+        reported = report;
     }
-    cudaLaunchKernelEx(&config, stream_kernel, mk, mv, w);
+    if (in_step_mode)
+        cudaLaunchKernelEx(&config, stream_in_step_kernel, mk, mv, w, in_step_mode->in_step);
+    else
+        cudaLaunchKernelEx(&config, stream_kernel, mk, mv, w);
 }
 
 }  // namespace
@@ -265,6 +334,7 @@ int main(int argc, char** argv) {
     const int smem = 100 * 1024;  // two blocks an SM, as the kernel
     cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     cudaFuncSetAttribute(stream_threads_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaFuncSetAttribute(stream_in_step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneBlockSmem);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -300,6 +370,8 @@ int main(int argc, char** argv) {
             if (mode.copy_threads)
                 stream_threads_kernel<<<grid, mode.copy_threads, smem>>>(static_cast<const unsigned char*>(k),
                                                                     static_cast<const unsigned char*>(v), w);
+            else if (mode.one_per_sm)
+                cluster_launch(grid, kOneBlockSmem, mode.cluster, mk, mv, w, &mode);
             else if (mode.cluster > 1)
                 cluster_launch(grid, smem, mode.cluster, mk, mv, w);
             else

@@ -397,6 +397,16 @@ __device__ __forceinline__ uint32_t cluster_smem_addr(uint32_t smem_byte_addr, u
     return 0;
 #endif
 }
+// One arrival on an mbarrier in any block of the cluster (its cluster_smem_addr), relaxed: it orders nothing, it
+// only counts (a pace between blocks, not a hand-over of data).
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t cluster_addr) {
+#if FLASHATTN_SM90
+    asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+#else
+    (void)cluster_addr;
+    __trap();
+#endif
+}
 __device__ __forceinline__ float ld_cluster_f32(uint32_t cluster_addr) {
 #if FLASHATTN_SM90
     float v;
