@@ -291,6 +291,9 @@ constexpr const char* kKvcAllRowsVariable = "FLASHATTN_KVC_ALL_ROWS";
 // FLASHATTN_KVC_ONE_PRODUCER=0/1: the Hopper kv-cache kernel on a paged cache with two / one producer warps, whatever
 // kvc_one_producer says (for comparison).
 constexpr const char* kKvcOneProducerVariable = "FLASHATTN_KVC_ONE_PRODUCER";
+// FLASHATTN_KVC_K_FIRST=0: the Hopper kv-cache kernel's two producer warps issue their first tiles at once, V's not
+// held until K's has gone out (for comparison).
+constexpr const char* kKvcKFirstVariable = "FLASHATTN_KVC_K_FIRST";
 
 bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes) {
     return l2_bytes > 0 && kv_bytes <= kKvcReadOnceL2Multiple * l2_bytes;
@@ -406,6 +409,8 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         if (overlap && *overlap) plan.overlap_products = std::strcmp(overlap, "0") != 0;
         const char* producers = std::getenv(kKvcOneProducerVariable);
         if (producers && *producers) plan.one_producer = p.block_table != nullptr && std::strcmp(producers, "0") != 0;
+        const char* k_first = std::getenv(kKvcKFirstVariable);
+        plan.k_first = !(k_first && std::strcmp(k_first, "0") == 0);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

@@ -192,6 +192,10 @@ __device__ __forceinline__ void kvc_row_columns(bool all_columns, int cols_left,
     }
 }
 
+// The named barrier between the two producer warps (KvcPlan::k_first): K's first tile has gone out. The consumers'
+// own is 1.
+constexpr int kKvcKFirstBarrier = 2;
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
@@ -246,6 +250,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // stages, when its stage is free). Consumers use tiles in order, so that wait also frees tile i's stage.
         const int ahead_k = plan.tiles_ahead > 0 && plan.tiles_ahead < T::kKStages ? plan.tiles_ahead : T::kKStages;
         const int ahead_v = plan.tiles_ahead > 0 && plan.tiles_ahead < T::kVStages ? plan.tiles_ahead : T::kVStages;
+        // Two producer warps: V's first tile goes out once K's has (KvcPlan::k_first), as one warp issues them.
+        // Each warp at once, the first K tile landed 0.8 us later at batch 16 x 8 x 4k page 16 than with one warp (3.5
+        // us from the block's start against 4.3), and paged calls of 1-4 x 8-32 kv heads ended 0.1-0.6 us later
+        // (bench/NOTES.md, "kv-cache: where random pages cost, and the paged producer's first tile").
+        const bool k_first = plan.k_first && !(issue_k && issue_v);
         const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
         if (marks) kvc_mark(kKvProducer);
         for (int i = 0; i < tiles; ++i) {
@@ -268,8 +277,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                page_rows, piece_rows, head_group, pos0, pieces, hk, where,
                                                plan.kv_read_once, evict_first);
                 if (marks && i == 0) kvc_mark(kKvFirstIssue);
+                if (i == 0 && k_first) {
+                    __syncwarp();
+                    ptx::named_barrier_arrive<kKvcKFirstBarrier>(64);
+                }
             }
             if (issue_v) {
+                if (i == 0 && k_first) ptx::named_barrier_sync<kKvcKFirstBarrier>(64);  // K's first tile went out
                 if (i >= ahead_v) {
                     const int used = i - ahead_v;
                     ptx::mbarrier_wait(&s.v_empty[used % T::kVStages], (used / T::kVStages) % 2);
