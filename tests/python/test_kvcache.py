@@ -323,8 +323,8 @@ def test_pages_of_one_and_two_pieces(device, page_size):
 @pytest.mark.parametrize("k_first", ["0", "1"])
 def test_first_copies_either_way(device, k_first, monkeypatch):
     # The Hopper kernel's two producer warps (paged caches whose blocks read more tiles than the rings hold) issue
-    # their first tiles at once (0) or V's first after K's (1, the default; FLASHATTN_KVC_K_FIRST); a sequence of one
-    # tile and an empty one check the barrier with fewer tiles.
+    # their first tiles at once (0) or V's first after K's (1, the default; FLASHATTN_KVC_K_FIRST); two sequences of
+    # one tile (41 keys after the append, and 1 appended to an empty one) check the barrier where a block has one.
     monkeypatch.setenv("FLASHATTN_KVC_K_FIRST", k_first)
     check(device, torch.bfloat16, batch=4, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=704,
           seqlen_new=1, lengths=[690, 40, 0, 333], page_size=16, num_splits=1, causal=True)
