@@ -279,7 +279,8 @@ def paged_cache(k_cache, v_cache, page, gen, page_order="random"):
     does not matter to the timing. "sequential" keeps the dense cache's addresses exactly: what is left is the cost of
     the block-table path itself. "local" permutes the pages within each 2 MiB of the pool (and those runs among
     themselves): as scattered at the DRAM's scale as "random", but a sequence's pages share the driver's 2 MiB
-    address translations as the dense cache's do."""
+    address translations as the dense cache's do (the runs line up with them where the pool starts on a 2 MiB
+    boundary, as the caching allocator's large blocks do, and the pool holds a whole number of runs)."""
     batch, cache_len, nheads_k, head_dim = k_cache.shape
     blocks = batch * cache_len // page
     if page_order == "sequential":

@@ -299,6 +299,10 @@ int main(int argc, char** argv) {
     const int seqlen = argc > 2 ? std::atoi(argv[2]) : 16384;
     const int nheads = argc > 3 ? std::atoi(argv[3]) : 8;
     const int order = argc > 4 ? std::atoi(argv[4]) : 0;
+    if (order < 0 || order > 2) {
+        std::printf("page order %d: expected 0 (random), 1 (the pool in order) or 2 (random within 2 MB)\n", order);
+        return 1;
+    }
     const size_t elems = size_t(batch) * seqlen * nheads * kHeadDim;
     void *k = nullptr, *v = nullptr, *flush = nullptr;
     int* table = nullptr;

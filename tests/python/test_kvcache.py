@@ -313,21 +313,22 @@ def test_l2_policy_either_way(device, read_once, page_size, monkeypatch):
 def test_pages_of_one_and_two_pieces(device, page_size):
     # The Hopper kernel copies a 64-key tile of a paged cache in pieces of the longest power of two up to 64 rows
     # that divides the page: one piece a tile from 64 rows up (64, 128), two of 32 rows from pages of 32 and 96 (a
-    # page that is no power of two). Ragged lengths end inside pages and tiles, with an append across a page's end
-    # and splits.
+    # page that is no power of two). Ragged lengths end inside pages and tiles, with splits; the second sequence's
+    # append (rows 383 and 384) crosses a page's end at every one of these page sizes.
     check(device, torch.bfloat16, batch=3, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=600,
-          seqlen_new=2, lengths=[595, 301, 31], page_size=page_size, num_splits=3, causal=True)
+          seqlen_new=2, lengths=[595, 383, 31], page_size=page_size, num_splits=3, causal=True)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k_first", ["0", "1"])
 def test_first_copies_either_way(device, k_first, monkeypatch):
     # The Hopper kernel's two producer warps (paged caches whose blocks read more tiles than the rings hold) issue
-    # their first tiles at once (0) or V's first after K's (1, the default; FLASHATTN_KVC_K_FIRST); two sequences of
-    # one tile (41 keys after the append, and 1 appended to an empty one) check the barrier where a block has one.
+    # their first tiles at once (0) or V's first after K's (1, the default; FLASHATTN_KVC_K_FIRST). With 3 splits the
+    # blocks read up to 4 tiles (two producer warps); the two short sequences (41 keys after the append, and 1
+    # appended to an empty one) leave blocks of one tile and of none, where the barrier must be passed once or never.
     monkeypatch.setenv("FLASHATTN_KVC_K_FIRST", k_first)
     check(device, torch.bfloat16, batch=4, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=704,
-          seqlen_new=1, lengths=[690, 40, 0, 333], page_size=16, num_splits=1, causal=True)
+          seqlen_new=1, lengths=[690, 40, 0, 333], page_size=16, num_splits=3, causal=True)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the L2 hint is the GPU kernel's")

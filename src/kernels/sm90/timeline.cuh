@@ -108,9 +108,14 @@ __device__ __forceinline__ void tile_mark(int tile, int event) {
 }
 __device__ unsigned long long g_kvc_timeline[kKvcTimelineBlocks][kKvEvents];
 
-// The value computed before the next mark: an empty asm that reads it (and, as volatile, is not moved across the
-// mark's), so the mark times the value's arrival (a load's, for example) and not only its issue.
-__device__ __forceinline__ void kvc_hold(int value) { asm volatile("" ::"r"(value)); }
+// The value in hand before the next mark: a comparison that reads it and a trap on an impossible value, so the mark
+// (after it in program order, both volatile) times the value's arrival (a load's, for example) and not only its
+// issue. An empty asm with the value as an input emits no instruction, and nothing then waits for a load.
+__device__ __forceinline__ void kvc_hold(int value) {
+    asm volatile(
+        "{\n .reg .pred never;\n setp.eq.s32 never, %0, -2147483648;\n @never trap;\n}\n" ::"r"(value)
+        : "memory");
+}
 
 __device__ __forceinline__ void kvc_mark(int event) {
     const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
