@@ -280,7 +280,9 @@ def paged_cache(k_cache, v_cache, page, gen, page_order="random"):
     the block-table path itself. "local" permutes the pages within each 2 MiB of the pool (and those runs among
     themselves): as scattered at the DRAM's scale as "random", but a sequence's pages share the driver's 2 MiB
     address translations as the dense cache's do (the runs line up with them where the pool starts on a 2 MiB
-    boundary, as the caching allocator's large blocks do, and the pool holds a whole number of runs)."""
+    boundary, as the caching allocator's large blocks do, and the pool holds a whole number of runs). "sorted" is
+    "random" with each sequence's pages in ascending order: as scattered, but a sequence's pages that share a 2 MiB
+    translation are read one after the other (what reading a block's pages in address order would give)."""
     batch, cache_len, nheads_k, head_dim = k_cache.shape
     blocks = batch * cache_len // page
     if page_order == "sequential":
@@ -293,6 +295,8 @@ def paged_cache(k_cache, v_cache, page, gen, page_order="random"):
         order = order[order < blocks]
     else:
         order = torch.randperm(blocks, device=k_cache.device, generator=gen)
+    if page_order == "sorted":
+        order = order.view(batch, -1).sort(dim=1).values
     block_table = order.view(batch, -1).to(torch.int32)
     return (k_cache.view(blocks, page, nheads_k, head_dim), v_cache.view(blocks, page, nheads_k, head_dim),
             block_table)
@@ -399,10 +403,11 @@ def main():
     ap.add_argument("--cache-lens", type=int, nargs="+", help=f"default {CACHE_LENS}; overrides --quick's")
     ap.add_argument("--pages", type=int, nargs="+", default=PAGE_SIZES,
                     help=f"page sizes, {DENSE} for the dense cache (default {PAGE_SIZES})")
-    ap.add_argument("--page-order", choices=["random", "sequential", "local"], default="random",
+    ap.add_argument("--page-order", choices=["random", "sequential", "local", "sorted"], default="random",
                     help="block tables: a random permutation of the pool (default), the pool in order (the dense "
                          "cache's addresses, isolating the cost of the paged code path), or random within each 2 MiB "
-                         "(the address translations' reach, apart from the scatter)")
+                         "(the address translations' reach, apart from the scatter), or random with each sequence's pages "
+                         "ascending")
     ap.add_argument("--cache-layout", choices=["bshd", "bhsd"], default="bshd",
                     help="flashattn's dense cache: (batch, seqlen, nheads_k, hdim) as FlashAttention's (default), or "
                          "a (batch, nheads_k, seqlen, hdim) tensor as SDPA's, passed transposed")
