@@ -295,6 +295,10 @@ constexpr const char* kKvcOneProducerVariable = "FLASHATTN_KVC_ONE_PRODUCER";
 // held until K's has gone out (for comparison).
 constexpr const char* kKvcKFirstVariable = "FLASHATTN_KVC_K_FIRST";
 
+// FLASHATTN_KVC_PAGE_ORDER=0: the Hopper kv-cache kernel reads a paged cache's pages in table order always; =1: in
+// address order on every paged call without ALiBi (tests, comparisons), whatever kvc_pages_in_address_order says.
+constexpr const char* kKvcPageOrderVariable = "FLASHATTN_KVC_PAGE_ORDER";
+
 bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes) {
     return l2_bytes > 0 && kv_bytes <= kKvcReadOnceL2Multiple * l2_bytes;
 }
@@ -411,6 +415,14 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         if (producers && *producers) plan.one_producer = p.block_table != nullptr && std::strcmp(producers, "0") != 0;
         const char* k_first = std::getenv(kKvcKFirstVariable);
         plan.k_first = !(k_first && std::strcmp(k_first, "0") == 0);
+        const bool paged = p.block_table != nullptr, alibi = p.alibi_slopes != nullptr;
+        const int64_t key_tiles = (int64_t(p.seqlen_k) + kvc_sm90_block_n(p) / plan.head_group - 1) /
+                                  (kvc_sm90_block_n(p) / plan.head_group);
+        const char* page_order = std::getenv(kKvcPageOrderVariable);
+        plan.pages_in_address_order =
+            page_order && *page_order
+                ? paged && !alibi && std::strcmp(page_order, "0") != 0
+                : kvc_pages_in_address_order(paged, alibi, key_tiles, plan.num_splits);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

@@ -134,6 +134,17 @@ TEST(KvcOneProducer, OneProducerWarpWhereABlocksTilesAllFitTheRings) {
     EXPECT_FALSE(kvc_one_producer(16, 0, kRingStages));
 }
 
+TEST(KvcPagesInAddressOrder, PagedBlocksOfThirtyTwoTilesOrMoreWithoutAlibi) {
+    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 64, 1));     // batch 16 x 8 kv heads, 4k keys: 64 tiles
+    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1024, 32));  // 32 tiles a split
+    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1000, 32));  // 32 (31.25 rounded up)
+    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 992, 32));  // 31
+    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 256, 16));  // batch 1 x 8 x 16k: 16 tiles a block
+    EXPECT_FALSE(kvc_pages_in_address_order(false, false, 64, 1));   // dense
+    EXPECT_FALSE(kvc_pages_in_address_order(true, true, 64, 1));     // ALiBi needs the keys' positions
+    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 64, 0));
+}
+
 TEST(KvcManyWaves, OneKvHeadABlockFromSixWavesOfItWithOneQueryRowAKvHead) {
     constexpr int64_t kSlots = kSms * 2;
     EXPECT_TRUE(kvc_many_waves(64 * 32, 1, kSlots));    // 2048 blocks: 7.8 waves

@@ -498,3 +498,27 @@ def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size,
     check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=nheads, nheads_k=nheads_k, head_dim=head_dim,
           seqlen_cache=500, seqlen_new=seqlen_q, lengths=[437, 0, 203], page_size=page_size, rotary_dim=rotary_dim,
           interleaved=False, causal=causal, **options)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("page_size,options", [
+    (16, dict(num_splits=1)),                                   # two windows and part of a third in one block
+    (16, dict(num_splits=3, seqlen_q=4)),                       # splits; four query rows: the last tiles masked
+    (48, dict(num_splits=1, window_size=(3000, 0))),            # 3 pieces a page; a window's first tiles masked
+    (256, dict(num_splits=2, softcap=5.0)),                     # 4 tiles a page; the range cut to whole pages
+    (16, dict(num_splits=1, group="max")),                      # several kv heads a block: one page a tile
+    (64, dict(num_splits=1, alibi_slopes="per_batch_head")),    # ALiBi: table order (positions matter)
+])
+def test_pages_in_address_order(device, page_size, options, monkeypatch):
+    # The Hopper kernel reads the pages of a block's unmasked middle tiles in address order, windows of 256 pages
+    # sorted by its producer warps (FLASHATTN_KVC_PAGE_ORDER=1 forces it on every paged call without ALiBi; by default
+    # on blocks of 32 tiles or more). Long sequences whose blocks span several windows, the last partial; splits, the
+    # masks and a window that leave tiles in table order at either end; pages of several pieces and of several tiles.
+    options = dict(options)
+    monkeypatch.setenv("FLASHATTN_KVC_PAGE_ORDER", "1")
+    if "group" in options:
+        monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", options.pop("group"))
+    seqlen_q = options.pop("seqlen_q", 1)
+    check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,
+          seqlen_cache=9000, seqlen_new=seqlen_q, lengths=[8990, 4500, 1700], page_size=page_size, causal=True,
+          nan_past_lengths=True, **options)

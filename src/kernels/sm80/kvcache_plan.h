@@ -34,6 +34,9 @@ struct KvcPlan {
     // The Hopper kernel's two producer warps: V's first tile issued once K's first tile has gone out, in the order one
     // warp issues them (the consumers wait for K first); false (FLASHATTN_KVC_K_FIRST=0): each warp at once.
     bool k_first = true;
+    // The Hopper kernel on a paged cache: each block's middle tiles read with their pages in address order, a window
+    // at a time (sm90/kvc_page_order.cuh; kvc_pages_in_address_order says where).
+    bool pages_in_address_order = false;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)
@@ -162,6 +165,18 @@ FLASHATTN_HD constexpr int kvc_dense_head_group(int wide_group, int group_max, i
 // to 2.4 us slower, and on the 128-block grids of page 16 3%.
 FLASHATTN_HD constexpr bool kvc_one_producer(int64_t key_tiles, int num_splits, int ring_stages) {
     return num_splits > 0 && key_tiles > 0 && (key_tiles + num_splits - 1) / num_splits <= ring_stages;
+}
+
+// Pages in address order (KvcPlan::pages_in_address_order, the Hopper kernel's paged caches): where a block reads
+// at least kKvcOrderMinTiles key tiles (key_tiles over num_splits) and no ALiBi slope needs the keys' positions. Why:
+// sorting a window costs its producer warp a table read and a sort (0.5-1 us, while its rings are full), and the
+// order pays only on long blocks. With the block tables themselves sorted (bench_decode.py --page-order sorted) on an
+// H100, calls of 64 tiles a block and more read 1.0-3.9% faster than in table order on pages of 16 (16 x 8 kv heads
+// x 4k keys: 103.0 against 106.7 us, dense 103.3) and up to 1.9% on pages of 64, while blocks of 16 tiles gained
+// nothing (bench/NOTES.md, "kv-cache: pages in address order").
+constexpr int64_t kKvcOrderMinTiles = 32;
+FLASHATTN_HD constexpr bool kvc_pages_in_address_order(bool paged, bool alibi, int64_t key_tiles, int num_splits) {
+    return paged && !alibi && num_splits > 0 && (key_tiles + num_splits - 1) / num_splits >= kKvcOrderMinTiles;
 }
 
 // Many waves (the Hopper kernel's dense caches and long pages): where the grid of one kv head a block is at least

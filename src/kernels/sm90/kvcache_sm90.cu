@@ -27,7 +27,7 @@ constexpr int kSmallBucket = 64, kLargeBucket = 128;
 constexpr int64_t kTmaStrideElems = 8;  // the copy engine's strides are multiples of 16 bytes
 constexpr uintptr_t kTmaBaseAlign = 16;
 
-std::atomic<int64_t> g_launches{0}, g_cluster_launches{0};
+std::atomic<int64_t> g_launches{0}, g_cluster_launches{0}, g_ordered_launches{0};
 
 // Packed query rows a kv head: query rows x the query heads that share it (the head-group and many-waves rules').
 int64_t kv_rows_of(const AttnParams& p) { return kvc_kv_rows(p.seqlen_q, p.nheads, p.nheads_k); }
@@ -144,6 +144,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
                    "Hopper kv-cache attention kernel launch");
         g_launches.fetch_add(1, std::memory_order_relaxed);
         if (plan.merge_in_cluster) g_cluster_launches.fetch_add(1, std::memory_order_relaxed);
+        if (plan.pages_in_address_order && p.block_table) g_ordered_launches.fetch_add(1, std::memory_order_relaxed);
     });
 }
 
@@ -238,6 +239,7 @@ void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {
 
 int64_t kvc_sm90_launches() { return g_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_cluster_launches() { return g_cluster_launches.load(std::memory_order_relaxed); }
+int64_t kvc_sm90_ordered_launches() { return g_ordered_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn::kernels
 

@@ -42,5 +42,7 @@ void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan);
 int64_t kvc_sm90_launches();
 // Of those, the launches whose splits merged in a cluster.
 int64_t kvc_sm90_cluster_launches();
+// Of those, the launches on a paged cache that read pages in address order (KvcPlan::pages_in_address_order).
+int64_t kvc_sm90_ordered_launches();
 
 }  // namespace flashattn::kernels

@@ -17,7 +17,8 @@
 // products have read the stage. Caches are read through a 4-D tensor map (head dim, cache position, kv head, cache
 // entry): dense ones of one kv head a block in whole tiles; paged ones, and any of several kv heads a block, in pieces
 // (kvc_box_rows: 16 or 8 rows with several kv heads, else the most rows up to a tile that divide the page size), each
-// at its page's block.
+// at its page's block. On long paged blocks the producers take the pages of the unmasked middle tiles in address
+// order rather than table order (kvc_page_order.cuh).
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
 // packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits, the splits of a unit are usually one
@@ -38,6 +39,7 @@
 #include "kernels/sm80/kvcache_plan.h"
 #include "kernels/sm80/warp_tiles.cuh"
 #include "kernels/sm90/fwd_kernel.cuh"
+#include "kernels/sm90/kvc_page_order.cuh"
 
 namespace flashattn::kernels {
 
@@ -69,6 +71,8 @@ struct KvcSm90Smem {
     alignas(kSm90SmemAlign) Elem k[T::kKStages][T::kBoxes][T::kKvBoxElems];
     alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxesV][T::kKvBoxElems];
     uint64_t k_full[T::kKStages], v_full[T::kVStages], k_empty[T::kKStages], v_empty[T::kVStages];
+    // Paged caches read in address order (kvc_page_order.cuh): each producer warp's sorted windows.
+    int32_t page_order[2][kKvcOrderBuffers][kKvcOrderPages];
 };
 template <class T>
 constexpr int kvc_sm90_smem_bytes() {
@@ -79,14 +83,14 @@ constexpr int kvc_sm90_smem_bytes() {
 // [hk, hk + heads)) into `boxes`, completing on `full`. Whole tiles (a dense cache, one kv head): lane 0, one box a
 // 64-column slice, at cache entry `where`. In pieces (a paged cache, or a dense one read several kv heads a block):
 // lane j < pieces the piece_rows-row piece at pos0 + j * piece_rows of all `heads` kv heads (one box a 64-column
-// slice, its heads one after the other: the tile's key-rows as KvcTileCols reads them), at row pos % page_rows of
-// block `where` (its own lane's lookup; a dense cache's entry, and page_rows kDensePageRows); pieces past the sequence
-// are not copied (the masks and the V tail's zeros cover their rows).
-constexpr int kDensePageRows = 0x7fffffff;  // a dense cache read in pieces: one page longer than any position
+// slice, its heads one after the other: the tile's key-rows as KvcTileCols reads them), at row `row` of block
+// `where` (the lane's own: its piece's page and first row there, from the block table or the page order; a dense
+// cache's entry and position); pieces past the sequence are not copied (the masks and the V tail's zeros cover their
+// rows).
 template <class T, int kBoxCount, typename Elem>
 __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap* map, uint64_t* full, int lane,
-                                                 bool pieced, int page_rows, int piece_rows, int heads, int pos0,
-                                                 int pieces, int hk, int where, bool hinted, uint64_t policy) {
+                                                 bool pieced, int piece_rows, int heads, int pos0, int pieces,
+                                                 int hk, int where, int row, bool hinted, uint64_t policy) {
     // One box: with the L2 `policy` where `hinted` (the plan marks the cache's lines read-once, KvcPlan::kv_read_once).
     auto copy_box = [&](Elem* dst, int bx, int row) {
         if (hinted)
@@ -104,11 +108,8 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     const int piece_elems = piece_rows * heads * T::kBoxCols;
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, pieces * kBoxCount * piece_elems * 2);
     __syncwarp();
-    if (lane < pieces) {
-        const int pos = pos0 + lane * piece_rows;
-        for (int bx = 0; bx < kBoxCount; ++bx)
-            copy_box(boxes + bx * T::kKvBoxElems + lane * piece_elems, bx, pos % page_rows);
-    }
+    if (lane < pieces)
+        for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems + lane * piece_elems, bx, row);
 }
 
 // The splits of one unit (row block, kv heads) merged inside their cluster (KvcPlan::merge_in_cluster; the cluster
@@ -243,7 +244,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
         // In pieces: paged caches, and dense ones read several kv heads a block (as one page as long as the cache).
         const bool pieced = table_row || head_group > 1;
-        const int page_rows = table_row ? p.page_size : kDensePageRows;
         const int piece_rows = kvc_box_rows(table_row ? p.page_size : 0, T::kBlockN, head_group);
         const uint64_t evict_first = ptx::l2_policy_evict_first();
         // Tile i goes out once tile i - ahead has been used (KvcPlan::tiles_ahead; at most, and by default, a ring's
@@ -255,6 +255,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // us from the block's start against 4.3), and paged calls of 1-4 x 8-32 kv heads ended 0.1-0.6 us later
         // (bench/NOTES.md, "kv-cache: where random pages cost, and the paged producer's first tile").
         const bool k_first = plan.k_first && !(issue_k && issue_v);
+        // A paged cache's middle tiles in address order (KvcPlan::pages_in_address_order), past the first tiles
+        // both rings take (the same range for both warps).
+        const KvcPageOrder order = kvc_page_order(plan.pages_in_address_order && table_row, blk, keys_per_tile,
+                                                  p.page_size, piece_rows, max(ahead_k, ahead_v));
+        const int32_t(*order_buffers)[kKvcOrderPages] = s.page_order[warp - T::kProducerWarp];
+        int next_window = 0;  // the order's next window to sort
         const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
         if (marks) kvc_mark(kKvProducer);
         for (int i = 0; i < tiles; ++i) {
@@ -263,19 +269,25 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             const int pos0 = seq.leftpad + n0;
             // In pieces: this lane's piece, and (paged) the block its page maps to (pieces past the sequence are
             // skipped).
-            int where = entry, pieces = 0;
+            int where = entry, pieces = 0, row = pos0 + lane * piece_rows;
             if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
             if (marks && i == 0) kvc_hold(pieces), kvc_mark(kKvPieces);
-            if (table_row) where = lane < pieces ? table_row[(pos0 + lane * piece_rows) / p.page_size] : 0;
+            if (order.active && i >= order.tile_begin && i < order.tile_end) {
+                const KvcPiece piece = kvc_ordered_piece(order, order_buffers, i, lane);
+                where = piece.block, row = piece.row;
+            } else if (table_row) {
+                where = lane < pieces ? table_row[row / p.page_size] : 0;
+                row %= p.page_size;
+            }
             if (marks && i == 0) kvc_hold(where), kvc_mark(kKvPageRead);
             if (issue_k) {
                 if (i >= ahead_k) {
                     const int used = i - ahead_k;
                     ptx::mbarrier_wait(&s.k_empty[used % T::kKStages], (used / T::kKStages) % 2);
                 }
-                issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced,
-                                               page_rows, piece_rows, head_group, pos0, pieces, hk, where,
-                                               plan.kv_read_once, evict_first);
+                issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced, piece_rows,
+                                               head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
+                                               evict_first);
                 if (marks && i == 0) kvc_mark(kKvFirstIssue);
                 if (i == 0 && k_first) {
                     __syncwarp();
@@ -288,9 +300,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                     const int used = i - ahead_v;
                     ptx::mbarrier_wait(&s.v_empty[used % T::kVStages], (used / T::kVStages) % 2);
                 }
-                issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced,
-                                                page_rows, piece_rows, head_group, pos0, pieces, hk, where,
-                                                plan.kv_read_once, evict_first);
+                issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced, piece_rows,
+                                                head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
+                                                evict_first);
+            }
+            // The order's next window, sorted while the rings are full (the next tile waits for a free stage).
+            if (order.active && next_window < order.windows() && i == order.sort_after(next_window)) {
+                kvc_sort_window(order, table_row, next_window,
+                                s.page_order[warp - T::kProducerWarp][next_window % kKvcOrderBuffers], lane);
+                ++next_window;
             }
         }
         // The consumers' two cluster barriers (the merge's), passed before leaving; the producers publish nothing

@@ -1,0 +1,125 @@
+// The Hopper kv-cache kernel reading a paged cache's pages in address order (src/kernels/sm90/kvc_page_order.cuh;
+// KvcPlan::pages_in_address_order): which calls take it (checked by the kernel's launch count, so that the tests of
+// its numerics in tests/python/test_kvcache.py, which force it, cannot pass with it off), and that it gives the CPU
+// path's result. By default on blocks of 32 key tiles or more without ALiBi; FLASHATTN_KVC_PAGE_ORDER=1 forces it,
+// =0 keeps table order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/build_config.h"
+#include "flashattn/flashattn.h"
+#include "kernels/gpu_test_util.h"
+#include "kernels/sm90/kvcache_sm90.h"
+
+#if FLASHATTN_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+namespace flashattn::testing {
+namespace {
+
+bool hopper_kvcache_here() {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return major == 9 && minor == 0 && std::strstr(FLASHATTN_CUDA_ARCHS, "90a") != nullptr;
+}
+
+class GpuKvcPageOrder : public GpuTest {};
+
+// One paged decode call (32 query heads on 8 kv heads, head dim 128, bf16, causal, one new key appended) on the GPU
+// and on the CPU; returns whether the GPU call read its pages in address order.
+struct OrderCase {
+    const char* env;  // FLASHATTN_KVC_PAGE_ORDER ("" unset)
+    int64_t page;
+    int num_splits;
+    bool alibi;
+    bool ordered;  // expected
+};
+bool run_case(const OrderCase& c) {
+    constexpr int64_t kBatch = 2, kHeads = 32, kHeadsK = 8, kHeadDim = 128, kCapacity = 6000;
+    const int kLengths[kBatch] = {5990, 2500};
+    std::mt19937_64 rng(uint64_t(c.page * 10 + c.num_splits));
+    const int64_t pages = (kCapacity + c.page - 1) / c.page, blocks = kBatch * pages + 3;
+    HostTensor q(DType::bf16, {kBatch, 1, kHeads, kHeadDim}), k_new(DType::bf16, {kBatch, 1, kHeadsK, kHeadDim}),
+        v_new(DType::bf16, {kBatch, 1, kHeadsK, kHeadDim});
+    HostTensor k_cache(DType::bf16, {blocks, c.page, kHeadsK, kHeadDim}),
+        v_cache(DType::bf16, {blocks, c.page, kHeadsK, kHeadDim});
+    for (HostTensor* t : {&q, &k_new, &v_new, &k_cache, &v_cache}) t->fill_normal(rng);
+    HostTensor lengths(DType::i32, {kBatch}), table(DType::i32, {kBatch, pages}), slopes(DType::f32, {kHeads});
+    std::vector<int32_t> order(static_cast<size_t>(blocks));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::copy_n(order.begin(), kBatch * pages, static_cast<int32_t*>(table.data()));
+    for (int64_t b = 0; b < kBatch; ++b) static_cast<int32_t*>(lengths.data())[b] = kLengths[b];
+    for (int64_t h = 0; h < kHeads; ++h) slopes.set(h, std::exp2(-8.0 * double(h + 1) / double(kHeads)));
+
+    KvCacheArgs a;
+    a.num_splits = c.num_splits;
+    a.options.causal = true;
+    HostTensor out_cpu(DType::bf16, {kBatch, 1, kHeads, kHeadDim}), lse_cpu(DType::f32, {kBatch, kHeads, 1});
+    // The GPU's copies first: the CPU call appends to the host caches.
+    const DeviceTensor dq = DeviceTensor::upload(q), dk_new = DeviceTensor::upload(k_new),
+                       dv_new = DeviceTensor::upload(v_new), dk_cache = DeviceTensor::upload(k_cache),
+                       dv_cache = DeviceTensor::upload(v_cache), dlengths = DeviceTensor::upload(lengths),
+                       dtable = DeviceTensor::upload(table), dslopes = DeviceTensor::upload(slopes);
+    DeviceTensor dout(DType::bf16, {kBatch, 1, kHeads, kHeadDim}), dlse(DType::f32, {kBatch, kHeads, 1});
+    dout.poison(), dlse.poison();
+
+    KvCacheArgs h = a;
+    h.q = q.view(), h.k = k_new.view(), h.v = v_new.view(), h.k_cache = k_cache.view(), h.v_cache = v_cache.view();
+    h.cache_seqlens = lengths.view(), h.block_table = table.view(), h.out = out_cpu.view();
+    h.softmax_lse = lse_cpu.view();
+    if (c.alibi) h.options.alibi_slopes = slopes.view();
+    kvcache_forward(h);
+
+    a.q = dq.view(), a.k = dk_new.view(), a.v = dv_new.view(), a.k_cache = dk_cache.view();
+    a.v_cache = dv_cache.view(), a.cache_seqlens = dlengths.view(), a.block_table = dtable.view();
+    a.out = dout.view(), a.softmax_lse = dlse.view();
+    if (c.alibi) a.options.alibi_slopes = dslopes.view();
+    const Workspace workspace = make_workspace(a);
+    a.ctx = workspace.ctx;
+    ScopedEnv env("FLASHATTN_KVC_PAGE_ORDER", c.env);
+    const int64_t before = kernels::kvc_sm90_ordered_launches();
+    kvcache_forward(a);
+    cuda_sync_check("the paged kv-cache call");
+    const bool ordered = kernels::kvc_sm90_ordered_launches() > before;
+
+    const HostTensor out_gpu = dout.download(), lse_gpu = dlse.download();
+    EXPECT_FALSE(out_gpu.has_poison_or_nan());
+    const ErrorStats err = compare(out_gpu, out_cpu);
+    EXPECT_EQ(err.nonfinite, 0) << err.str();
+    EXPECT_LT(err.rel_l2, 1e-2) << err.str();  // a sanity bound: the numerics by rule are tests/python's
+    for (int64_t i = 0; i < lse_gpu.numel(); ++i) EXPECT_NEAR(lse_gpu.get(i), lse_cpu.get(i), 1e-3) << i;
+    return ordered;
+}
+
+TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
+    if (!hopper_kvcache_here()) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0, sm_90a)";
+    for (const OrderCase& c : {
+             OrderCase{"", 16, 1, false, true},     // 94 tiles a block: the rule's
+             OrderCase{"", 64, 8, false, false},    // 12 tiles a block: table order
+             OrderCase{"1", 64, 8, false, true},    // forced
+             OrderCase{"1", 48, 3, false, true},    // forced; pages of 3 pieces
+             OrderCase{"0", 256, 1, false, false},  // kept off
+             OrderCase{"1", 16, 1, true, false},    // ALiBi: never
+         }) {
+        SCOPED_TRACE(std::string("FLASHATTN_KVC_PAGE_ORDER=") + c.env + ", page " + std::to_string(c.page) +
+                     ", splits " + std::to_string(c.num_splits) + (c.alibi ? ", ALiBi" : ""));
+        EXPECT_EQ(run_case(c), c.ordered);
+    }
+}
+
+}  // namespace
+}  // namespace flashattn::testing
+#endif
