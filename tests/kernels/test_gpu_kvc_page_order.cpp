@@ -17,6 +17,7 @@
 #include "common/build_config.h"
 #include "flashattn/flashattn.h"
 #include "kernels/gpu_test_util.h"
+#include "kernels/sm80/kvcache_plan.h"
 #include "kernels/sm90/kvcache_sm90.h"
 
 #if FLASHATTN_WITH_CUDA
@@ -106,9 +107,12 @@ bool run_case(const OrderCase& c) {
 
 TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
     if (!hopper_kvcache_here()) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0, sm_90a)";
+    // Unset, the rule decides (kvc_pages_in_address_order on the cache's 94 key tiles over the splits).
+    const bool rule_one_split = kernels::kvc_pages_in_address_order(true, false, 94, 1);
+    const bool rule_eight_splits = kernels::kvc_pages_in_address_order(true, false, 94, 8);
     for (const OrderCase& c : {
-             OrderCase{"", 16, 1, false, true},     // 94 tiles a block: the rule's
-             OrderCase{"", 64, 8, false, false},    // 12 tiles a block: table order
+             OrderCase{"", 16, 1, false, rule_one_split},     // 94 tiles a block
+             OrderCase{"", 64, 8, false, rule_eight_splits},  // 12 tiles a block
              OrderCase{"1", 64, 8, false, true},    // forced
              OrderCase{"1", 48, 3, false, true},    // forced; pages of 3 pieces
              OrderCase{"0", 256, 1, false, false},  // kept off

@@ -105,11 +105,14 @@ __device__ __forceinline__ void warp_sort_ascending(int (&r)[kPerLane], int lane
 #pragma unroll 1
         for (int d = min(k >> 1, 16); d >= 1; d >>= 1) {
             const bool lower = (lane & d) == 0;
+            // Every shuffle issued before any result is used: each waits only for its own round trip.
+            int other[kPerLane];
+#pragma unroll
+            for (int j = 0; j < kPerLane; ++j) other[j] = __shfl_xor_sync(0xffffffffu, r[j], d);
 #pragma unroll
             for (int j = 0; j < kPerLane; ++j) {
-                const int other = __shfl_xor_sync(0xffffffffu, r[j], d);
                 const bool ascending = ((j * 32 + lane) & k) == 0;
-                r[j] = (lower == ascending) ? min(r[j], other) : max(r[j], other);
+                r[j] = (lower == ascending) ? min(r[j], other[j]) : max(r[j], other[j]);
             }
         }
     }
