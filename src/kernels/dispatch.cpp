@@ -295,8 +295,10 @@ constexpr const char* kKvcOneProducerVariable = "FLASHATTN_KVC_ONE_PRODUCER";
 // held until K's has gone out (for comparison).
 constexpr const char* kKvcKFirstVariable = "FLASHATTN_KVC_K_FIRST";
 
-// FLASHATTN_KVC_PAGE_ORDER=0: the Hopper kv-cache kernel reads a paged cache's pages in table order always; =1: in
-// address order on every paged call without ALiBi (tests, comparisons), whatever kvc_pages_in_address_order says.
+// FLASHATTN_KVC_PAGE_ORDER=1: the Hopper kv-cache kernel reads a paged cache's middle tiles with their pages in address
+// order on every paged call without ALiBi (tests, measurements); =auto: where kvc_pages_in_address_order says. Unset
+// (or 0), table order: as built, sorting a window costs more than the order gains (bench/NOTES.md, "kv-cache: pages
+// in address order").
 constexpr const char* kKvcPageOrderVariable = "FLASHATTN_KVC_PAGE_ORDER";
 
 bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes) {
@@ -419,10 +421,9 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const int64_t key_tiles = (int64_t(p.seqlen_k) + kvc_sm90_block_n(p) / plan.head_group - 1) /
                                   (kvc_sm90_block_n(p) / plan.head_group);
         const char* page_order = std::getenv(kKvcPageOrderVariable);
-        plan.pages_in_address_order =
-            page_order && *page_order
-                ? paged && !alibi && std::strcmp(page_order, "0") != 0
-                : kvc_pages_in_address_order(paged, alibi, key_tiles, plan.num_splits);
+        if (page_order && std::strcmp(page_order, "1") == 0) plan.pages_in_address_order = paged && !alibi;
+        if (page_order && std::strcmp(page_order, "auto") == 0)
+            plan.pages_in_address_order = kvc_pages_in_address_order(paged, alibi, key_tiles, plan.num_splits);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

@@ -35,7 +35,7 @@ struct KvcPlan {
     // warp issues them (the consumers wait for K first); false (FLASHATTN_KVC_K_FIRST=0): each warp at once.
     bool k_first = true;
     // The Hopper kernel on a paged cache: each block's middle tiles read with their pages in address order, a window
-    // at a time (sm90/kvc_page_order.cuh; kvc_pages_in_address_order says where).
+    // at a time (sm90/kvc_page_order.cuh). Off unless FLASHATTN_KVC_PAGE_ORDER asks (kernels/dispatch.cpp).
     bool pages_in_address_order = false;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
@@ -167,13 +167,13 @@ FLASHATTN_HD constexpr bool kvc_one_producer(int64_t key_tiles, int num_splits, 
     return num_splits > 0 && key_tiles > 0 && (key_tiles + num_splits - 1) / num_splits <= ring_stages;
 }
 
-// Pages in address order (KvcPlan::pages_in_address_order, the Hopper kernel's paged caches): where a block reads
-// at least kKvcOrderMinTiles key tiles (key_tiles over num_splits) and no ALiBi slope needs the keys' positions. Why:
-// sorting a window costs its producer warp a table read and a sort (0.5-1 us, while its rings are full), and the
-// order pays only on long blocks. With the block tables themselves sorted (bench_decode.py --page-order sorted) on an
-// H100, calls of 64 tiles a block and more read 1.0-3.9% faster than in table order on pages of 16 (16 x 8 kv heads
-// x 4k keys: 103.0 against 106.7 us, dense 103.3) and up to 1.9% on pages of 64, while blocks of 16 tiles gained
-// nothing (bench/NOTES.md, "kv-cache: pages in address order").
+// Pages in address order (KvcPlan::pages_in_address_order, the Hopper kernel's paged caches), where it could pay
+// (FLASHATTN_KVC_PAGE_ORDER=auto; off by default): blocks of at least kKvcOrderMinTiles key tiles (key_tiles over
+// num_splits), no ALiBi slope needing the keys' positions. Why: the order gains only on long blocks. With the block
+// tables themselves sorted (bench_decode.py --page-order sorted) on an H100, calls of 64 tiles a block and more read
+// 1.0-3.9% faster than in table order on pages of 16 (16 x 8 kv heads x 4k keys: 103.0 against 106.7 us, dense 103.3)
+// and up to 1.9% on pages of 64, while blocks of 16 tiles gained nothing. But each window's sort, as built, costs the
+// call 5-6 us (bench/NOTES.md, "kv-cache: pages in address order"), more than the order gains.
 constexpr int64_t kKvcOrderMinTiles = 32;
 FLASHATTN_HD constexpr bool kvc_pages_in_address_order(bool paged, bool alibi, int64_t key_tiles, int num_splits) {
     return paged && !alibi && num_splits > 0 && (key_tiles + num_splits - 1) / num_splits >= kKvcOrderMinTiles;

@@ -8,7 +8,9 @@
 // translations and DRAM pages at a time. Measured with the block tables themselves sorted (bench_decode.py
 // --page-order sorted), random 16-row pages read as fast as the dense cache at batch 16 x 8 kv heads x 4k keys (103.0
 // against 103.3 us; 106.7 in table order) and 1.0-3.9% faster than in table order on every call of 64+ tiles a
-// block (bench/NOTES.md, "kv-cache: pages in address order").
+// block. As built here, though, each window's table read and sort cost the call 5-6 us (the sort alone, on tables
+// already sorted: 109.5 against 103.6 us at 16 x 8 x 4k), more than the order gains, so the plan leaves it off
+// unless FLASHATTN_KVC_PAGE_ORDER asks (bench/NOTES.md, "kv-cache: pages in address order").
 //
 // Which tiles: attention does not depend on the order its keys come in, only on which keys a row sees and, with
 // ALiBi, on their positions (the host leaves the order off then). So the tiles every row of the block sees whole
