@@ -312,6 +312,12 @@ using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
 // FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison).
 constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
+// Key tiles of the cache's capacity for a kernel of block_n key-rows a tile, shared out among head_group kv heads.
+int64_t kvc_key_tiles(const AttnParams& p, int block_n, int head_group) {
+    const int64_t keys_per_tile = block_n / head_group;
+    return (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;
+}
+
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
 // tiles_in_flight: the Hopper kernel's stages, for kvc_latency_splits (its splits merge in a cluster) and
@@ -322,8 +328,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     plan.head_group = head_group;
     const KvcGrid grid = kvc_grid(p.batch, p.seqlen_q, p.nheads, p.nheads_k, head_group, kKvcBlockM);
     const int64_t blocks = grid.row_blocks * grid.kv_groups;
-    const int64_t keys_per_tile = block_n / head_group;
-    const int64_t key_tiles = (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;  // of the cache's capacity
+    const int64_t key_tiles = kvc_key_tiles(p, block_n, head_group);  // of the cache's capacity
     int64_t splits = p.num_splits;
     const int64_t slots = int64_t(sm_count) * std::max(blocks_per_sm, 1);
     if (splits <= 0) {
@@ -399,9 +404,9 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const int sm_count = device.sm_count, blocks_per_sm = kvc_sm90_blocks_per_sm(p);
         const int64_t slots = int64_t(sm_count) * blocks_per_sm;
         const bool many_waves = kvc_sm90_many_waves(p, slots);
-        KvcPlan plan = make_kvc_plan(p, sm_count, blocks_per_sm, kvc_sm90_block_n(p),
-                                     kvc_sm90_head_group(p, slots, many_waves), kvc_sm90_cluster_capacity, many_waves,
-                                     kvc_sm90_tiles_in_flight(p));
+        const int block_n = kvc_sm90_block_n(p);
+        KvcPlan plan = make_kvc_plan(p, sm_count, blocks_per_sm, block_n, kvc_sm90_head_group(p, slots, many_waves),
+                                     kvc_sm90_cluster_capacity, many_waves, kvc_sm90_tiles_in_flight(p));
         constexpr int64_t kElemBytes = 2;  // the Hopper kernel's caches: fp16 or bf16
         const int64_t kv_bytes = int64_t(p.batch) * p.nheads_k * p.seqlen_k * (p.head_dim + p.head_dim_v) * kElemBytes;
         const char* choice = std::getenv(kKvcReadOnceVariable);
@@ -418,12 +423,11 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const char* k_first = std::getenv(kKvcKFirstVariable);
         plan.k_first = !(k_first && std::strcmp(k_first, "0") == 0);
         const bool paged = p.block_table != nullptr, alibi = p.alibi_slopes != nullptr;
-        const int64_t key_tiles = (int64_t(p.seqlen_k) + kvc_sm90_block_n(p) / plan.head_group - 1) /
-                                  (kvc_sm90_block_n(p) / plan.head_group);
         const char* page_order = std::getenv(kKvcPageOrderVariable);
         if (page_order && std::strcmp(page_order, "1") == 0) plan.pages_in_address_order = paged && !alibi;
         if (page_order && std::strcmp(page_order, "auto") == 0)
-            plan.pages_in_address_order = kvc_pages_in_address_order(paged, alibi, key_tiles, plan.num_splits);
+            plan.pages_in_address_order = kvc_pages_in_address_order(
+                paged, alibi, kvc_key_tiles(p, block_n, plan.head_group), plan.num_splits);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

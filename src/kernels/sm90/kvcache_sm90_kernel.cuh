@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // both rings take (the same range for both warps).
         const KvcPageOrder order = kvc_page_order(plan.pages_in_address_order && table_row, blk, keys_per_tile,
                                                   p.page_size, piece_rows, max(ahead_k, ahead_v));
-        const int32_t(*order_buffers)[kKvcOrderPages] = s.page_order[warp - T::kProducerWarp];
+        int32_t(*order_buffers)[kKvcOrderPages] = s.page_order[warp - T::kProducerWarp];  // this warp's windows
         int next_window = 0;  // the order's next window to sort
         const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
         if (marks) kvc_mark(kKvProducer);
@@ -306,8 +306,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             }
             // The order's next window, sorted while the rings are full (the next tile waits for a free stage).
             if (order.active && next_window < order.windows() && i == order.sort_after(next_window)) {
-                kvc_sort_window(order, table_row, next_window,
-                                s.page_order[warp - T::kProducerWarp][next_window % kKvcOrderBuffers], lane);
+                kvc_sort_window(order, table_row, next_window, order_buffers[next_window % kKvcOrderBuffers], lane);
                 ++next_window;
             }
         }
