@@ -71,6 +71,25 @@ const std::string& gpu_skip_reason() {
     return reason;
 }
 
+bool sm90a_kernels_run_here() {
+    static const bool here = [] {
+#if FLASHATTN_WITH_CUDA
+        if (!gpu_skip_reason().empty()) return false;
+        int device = 0, major = 0, minor = 0;
+        if (cudaGetDevice(&device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        return major == 9 && minor == 0 && std::strstr(FLASHATTN_CUDA_ARCHS, "90a") != nullptr;
+#else
+        return false;
+#endif
+    }();
+    return here;
+}
+
 void cuda_check(int status, const std::string& what) {
 #if FLASHATTN_WITH_CUDA
     const auto err = static_cast<cudaError_t>(status);

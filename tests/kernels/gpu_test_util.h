@@ -23,6 +23,10 @@ constexpr int kMinComputeMajor = 8;
 // Why the GPU tests cannot run here, or "" when a GPU of compute capability >= 8.0 is visible. Computed once.
 const std::string& gpu_skip_reason();
 
+// Whether the sm_90a kernels (the Hopper forward and kv-cache kernels) run here: a GPU of compute capability 9.0 and
+// sm_90a in this build's architectures. Computed once.
+bool sm90a_kernels_run_here();
+
 // Every GPU test derives from this: SetUp skips the test, with the reason, when no usable GPU is visible.
 class GpuTest : public ::testing::Test {
   protected:

@@ -5,15 +5,11 @@
 // FLASHATTN_FORWARD_PACKED=1 and checked to have run packed, on the Hopper kv-cache kernel where it applies (head dims
 // up to 128 on an H100) and on the Ampere-class one. Then the default's choice on two shapes, the variable's
 // "0", and the packed forward captured into a CUDA graph.
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
-
-#include "common/build_config.h"
 
 #include "kernels/attention_case.h"
 #include "kernels/gpu_test_util.h"
@@ -26,15 +22,8 @@ namespace {
 
 // Whether the Hopper kv-cache kernel can run here (compute capability 9.0, sm_90a compiled), and takes the case.
 bool hopper_kvcache_takes(const AttnCase& c) {
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
     constexpr int64_t kHopperKvcMaxHeadDim = 128;  // sm90/kvcache_sm90.h
-    return major == 9 && minor == 0 && std::strstr(FLASHATTN_CUDA_ARCHS, "90a") != nullptr &&
-           std::max(c.head_dim, c.dv()) <= kHopperKvcMaxHeadDim;
+    return sm90a_kernels_run_here() && std::max(c.head_dim, c.dv()) <= kHopperKvcMaxHeadDim;
 }
 
 // Each case packed on both kv-cache kernels: the default (the Hopper one where it runs and takes the case, checked

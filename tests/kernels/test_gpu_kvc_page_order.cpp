@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -21,20 +20,8 @@
 #include "kernels/sm90/kvcache_sm90.h"
 
 #if FLASHATTN_WITH_CUDA
-#include <cuda_runtime_api.h>
-
 namespace flashattn::testing {
 namespace {
-
-bool hopper_kvcache_here() {
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return major == 9 && minor == 0 && std::strstr(FLASHATTN_CUDA_ARCHS, "90a") != nullptr;
-}
 
 class GpuKvcPageOrder : public GpuTest {};
 
@@ -106,7 +93,7 @@ bool run_case(const OrderCase& c) {
 }
 
 TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
-    if (!hopper_kvcache_here()) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0, sm_90a)";
+    if (!sm90a_kernels_run_here()) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0, sm_90a)";
     // "auto": the rule (kvc_pages_in_address_order on the cache's 94 key tiles over the splits).
     const bool rule_one_split = kernels::kvc_pages_in_address_order(true, false, 94, 1);
     const bool rule_eight_splits = kernels::kvc_pages_in_address_order(true, false, 94, 8);
