@@ -405,9 +405,9 @@ def main():
                     help=f"page sizes, {DENSE} for the dense cache (default {PAGE_SIZES})")
     ap.add_argument("--page-order", choices=["random", "sequential", "local", "sorted"], default="random",
                     help="block tables: a random permutation of the pool (default), the pool in order (the dense "
-                         "cache's addresses, isolating the cost of the paged code path), or random within each 2 MiB "
-                         "(the address translations' reach, apart from the scatter), or random with each sequence's pages "
-                         "ascending")
+                         "cache's addresses, isolating the cost of the paged code path), random within each 2 MiB "
+                         "(the address translations' reach, apart from the scatter), or random with each sequence's "
+                         "pages ascending")
     ap.add_argument("--cache-layout", choices=["bshd", "bhsd"], default="bshd",
                     help="flashattn's dense cache: (batch, seqlen, nheads_k, hdim) as FlashAttention's (default), or "
                          "a (batch, nheads_k, seqlen, hdim) tensor as SDPA's, passed transposed")
