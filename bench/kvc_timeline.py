@@ -29,12 +29,15 @@ from flashattn import flash_attn_with_kvcache
 
 EVENTS = ["start", "first_issue", "q_ready", "first_k", "first_pv", "last_k", "last_v", "last_pv", "stored",
           "init_done", "synced", "sm", "global_start", "global_end", "unit", "split", "epilogue", "producer", "pieces",
-          "page_read"]
+          "page_read", "order_begin0", "order_read0", "order_sorted0", "order_begin1", "order_read1", "order_sorted1"]
 MAX_BLOCKS = 8192  # kKvcTimelineBlocks
 PHASES = [("start", "init_done"), ("start", "synced"), ("start", "producer"), ("producer", "pieces"),
           ("pieces", "page_read"), ("page_read", "first_issue"), ("start", "first_issue"), ("start", "q_ready"),
           ("start", "first_k"), ("first_k", "first_pv"), ("first_pv", "last_k"), ("last_k", "last_v"),
-          ("last_v", "last_pv"), ("last_pv", "epilogue"), ("epilogue", "stored"), ("start", "stored")]
+          ("last_v", "last_pv"), ("last_pv", "epilogue"), ("epilogue", "stored"), ("start", "stored"),
+          # pages in address order (FLASHATTN_KVC_PAGE_ORDER): the first two windows' sorts, where a block has them
+          ("start", "order_begin0"), ("order_begin0", "order_read0"), ("order_read0", "order_sorted0"),
+          ("start", "order_begin1"), ("order_begin1", "order_read1"), ("order_read1", "order_sorted1")]
 
 
 def library():
@@ -47,7 +50,7 @@ def library():
     return fn
 
 
-def inputs(batch, nheads_k, cache_len, page, gen):
+def inputs(batch, nheads_k, cache_len, page, gen, sorted_rows=False):
     dev, dt = "cuda", torch.bfloat16
     q = torch.randn(batch, 1, 32, 128, device=dev, dtype=dt, generator=gen)
     k = torch.randn(batch, cache_len, nheads_k, 128, device=dev, dtype=dt, generator=gen)
@@ -56,6 +59,8 @@ def inputs(batch, nheads_k, cache_len, page, gen):
     if page:  # pages in a random order, as bench/bench_decode.py places them
         blocks = batch * cache_len // page
         order = torch.randperm(blocks, device=dev, generator=gen)
+        if sorted_rows:  # bench_decode.py's --page-order sorted: each sequence's row in ascending block order
+            order = order.reshape(batch, -1).sort(dim=1).values.flatten()
         placed = order.argsort()
         k = k.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
         v = v.reshape(blocks, page, nheads_k, 128)[placed].contiguous()
@@ -78,7 +83,9 @@ def summarise(rows, label, kernel_us):
     clock = statistics.median(ghz)
     print(f"   SM clock from the blocks' own timers: {clock:.2f} GHz (median)")
     for a, b in PHASES:
-        us = [(r[ev[b]] - r[ev[a]]) / clock / 1e3 for r in rows]
+        us = [(r[ev[b]] - r[ev[a]]) / clock / 1e3 for r in rows if r[ev[a]] and r[ev[b]]]
+        if not us:  # no block marked both (the page order's, where it is off)
+            continue
         print(f"   {a:>11s} -> {b:<11s} median {statistics.median(us):7.2f} us  mean {statistics.mean(us):7.2f}"
               f"  min {min(us):7.2f}  max {max(us):7.2f}")
     starts = sorted((r[ev["global_start"]] - t0) / 1e3 for r in rows)
@@ -143,6 +150,8 @@ def main():
                     help="batch,nheads_k,cache_len")
     ap.add_argument("--pages", type=int, nargs="+", default=[0, 16])
     ap.add_argument("--calls", type=int, default=1, help="timed calls a shape (each summarised)")
+    ap.add_argument("--page-order", choices=["random", "sorted"], default="random",
+                    help="pages of the pool in a random order, or the same with each block-table row sorted")
     ap.add_argument("--splits", type=int, default=0, help="num_splits (0: the heuristic's)")
     args = ap.parse_args()
     fn = library()
@@ -152,7 +161,7 @@ def main():
     for shape in args.shapes:
         batch, nheads_k, cache_len = (int(x) for x in shape.split(","))
         for page in args.pages:
-            q, k, v, lengths, table = inputs(batch, nheads_k, cache_len, page, gen)
+            q, k, v, lengths, table = inputs(batch, nheads_k, cache_len, page, gen, args.page_order == "sorted")
             call = lambda: flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, block_table=table, causal=True,
                                                    num_splits=args.splits)
             for _ in range(3):

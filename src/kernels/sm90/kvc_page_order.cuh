@@ -23,15 +23,18 @@
 
 #include <climits>
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/sm80/kvcache_common.cuh"
+#include "kernels/sm80/kvcache_plan.h"
 
 namespace flashattn::kernels {
 
 constexpr int kKvcOrderPerLane = 8;                        // a window's pages a lane holds while sorting
 constexpr int kKvcOrderPages = 32 * kKvcOrderPerLane;     // pages sorted at once
+constexpr int kKvcOrderStages = 8;                         // the sort's merge stages: log2(kKvcOrderPages)
 constexpr int kKvcOrderBuffers = 2;                        // window w in buffer w % 2: the next sorted while in use
+static_assert(1 << kKvcOrderStages == kKvcOrderPages, "a stage a power of two");
+static_assert(kKvcOrderPages == kKvcOrderWindowPages, "the planner's rule counts windows of this many pages");
 
 // The range of a block's tiles read in address order, and how its pieces map to its pages.
 struct KvcPageOrder {
@@ -43,98 +46,108 @@ struct KvcPageOrder {
     int tiles_per_window = 0;
 
     __device__ __forceinline__ int windows() const { return (pages + kKvcOrderPages - 1) / kKvcOrderPages; }
-    // The tile after which window w is sorted: the last table-order tile before the first window, else the first
-    // tile of window w - 1.
-    __device__ __forceinline__ int sort_after(int w) const {
-        return w == 0 ? tile_begin - 1 : tile_begin + (w - 1) * tiles_per_window;
+    // The tile after whose copies window w's sort runs its stage `stage` (one stage a tile, while the producer would
+    // wait for a free stage of its ring anyway): tiles 1 to kKvcOrderStages for the first window (read at tile 0),
+    // and for window w > 0 the same tiles counted from window w - 1's first (read once window w - 1 is stored).
+    __device__ __forceinline__ int stage_tile(int w, int stage) const {
+        return (w == 0 ? 0 : tile_begin + (w - 1) * tiles_per_window) + 1 + stage;
     }
 };
 
-// keys_per_tile and piece_rows are powers of two up to 64; piece_rows divides page_size (kvc_box_rows).
+// keys_per_tile and piece_rows are powers of two up to 64; piece_rows divides page_size (kvc_box_rows). natural: the
+// first tiles that go out in table order whatever the order (the rings' depth); the first window's sort takes more.
+// In 32-bit arithmetic: the producers work this out between their first copies, where code of its own is fetched
+// cold (an L2 flushed before the call) and every instruction counts.
 __device__ __forceinline__ KvcPageOrder kvc_page_order(bool enabled, const KvcBlock& blk, int keys_per_tile,
                                                        int page_size, int piece_rows, int natural) {
     KvcPageOrder o;
-    if (!enabled || blk.seq.leftpad != 0) return o;  // positions are keys from 0: pages start at whole keys
-    const int64_t kpt = keys_per_tile;
+    // Positions are keys from 0 (pages start at whole keys); lengths near 2^31 keys are left in table order.
+    if (!enabled || blk.seq.leftpad != 0 || blk.seq.seqlen_k > INT_MAX / 4) return o;
+    const int kpt = keys_per_tile;
+    natural = max(natural, kKvcOrderStages + 1);  // the first window sorted, one stage a tile, before its first tile
     // Keys every row of the block sees (no tile here is masked), of whole tiles past the first `natural`.
-    const int64_t lo = max(int64_t(blk.tiles.begin + natural) * kpt, blk.last.begin);
-    const int64_t hi = min(min(int64_t(blk.tiles.end) * kpt, blk.first.end), int64_t(blk.seq.seqlen_k));
+    const int lo = max((blk.tiles.begin + natural) * kpt, int(blk.last.begin));
+    const int hi = min(min(blk.tiles.end * kpt, int(blk.first.end)), blk.seq.seqlen_k);
     // Whole pages and whole tiles: multiples of lcm(page_size, kpt) (kpt a power of two, so page_size times its
     // share of kpt that page_size's factors of two leave).
-    const int64_t twos = page_size & -page_size;
-    const int64_t align = page_size * (kpt > twos ? kpt / twos : 1);
-    const int64_t begin = (lo + align - 1) / align * align, end = hi / align * align;
-    if (end <= begin) return o;
-    o.tile_begin = int(begin / kpt) - blk.tiles.begin;
-    o.tile_end = int(end / kpt) - blk.tiles.begin;
-    o.first_page = int(begin / page_size);
-    o.pages = int((end - begin) / page_size);
+    const int twos = page_size & -page_size;
+    const int align = page_size * (kpt > twos ? kpt / twos : 1);
+    const int begin = (lo + align - 1) / align * align, end = hi / align * align;
+    o.tiles_per_window = kKvcOrderPages * page_size / kpt;
+    // A window of fewer tiles than the sort's stages (pages of 1 or 2 keys) would be needed before it is sorted.
+    if (end <= begin || o.tiles_per_window <= kKvcOrderStages) return o;
+    o.tile_begin = begin / kpt - blk.tiles.begin;
+    o.tile_end = end / kpt - blk.tiles.begin;
+    o.first_page = begin / page_size;
+    o.pages = (end - begin) / page_size;
     o.piece_rows = piece_rows;
-    o.pieces_per_tile = keys_per_tile / piece_rows;
+    o.pieces_per_tile = kpt / piece_rows;
     o.pieces_per_page = page_size / piece_rows;
-    o.tiles_per_window = int(int64_t(kKvcOrderPages) * page_size / kpt);
     o.active = true;
     return o;
 }
 
-// One warp sorts r (lane l's element j is element j * 32 + l of the window) ascending: a bitonic network, the
-// distances of 32 and more between a lane's own registers, the shorter ones across lanes by shuffles.
+// Stage `stage` of one warp's ascending sort of its kPerLane x 32 values (a bitonic network, merging runs of
+// 2 << stage): after the last stage lane l's r[j] is element l * kPerLane + j (the input's places do not matter).
+// The distances shorter than kPerLane go between a lane's own registers, the longer ones across lanes by shuffles:
+// with a lane's elements side by side, 8 a lane take 15 rounds of shuffles in all (laid out j * 32 + l, 30), and the
+// rounds are what a sort waits on (each a round trip). Run a stage a tile (KvcPageOrder::stage_tile), a sort costs
+// the producer nothing it would not spend waiting for a free stage; sorted whole at one tile, it held the copies up
+// 3-4 us (bench/NOTES.md, "kv-cache: pages in address order").
 template <int kPerLane>
-__device__ __forceinline__ void warp_sort_ascending(int (&r)[kPerLane], int lane) {
+__device__ __forceinline__ void warp_sort_stage(int (&r)[kPerLane], int lane, int stage) {
     static_assert((kPerLane & (kPerLane - 1)) == 0 && kPerLane <= 8, "a power of two up to 8 a lane");
-    constexpr int kCount = 32 * kPerLane;
-    auto between_registers = [&](auto distance_tag, int k) {
-        constexpr int dj = decltype(distance_tag)::value;  // registers apart
+    const int k = 2 << stage;
+    // Across lanes (k > kPerLane): the elements' direction, (element & k) == 0, is the lane's alone.
+    const bool lane_ascending = ((lane * kPerLane) & k) == 0;
+#pragma unroll 1
+    for (int d = k >> 1; d >= kPerLane; d >>= 1) {
+        const int lanes_apart = d / kPerLane;
+        const bool keep_min = ((lane & lanes_apart) == 0) == lane_ascending;
+        // Every shuffle issued before any result is used: each waits only for its own round trip.
+        int other[kPerLane];
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) other[j] = __shfl_xor_sync(0xffffffffu, r[j], lanes_apart);
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) r[j] = keep_min ? min(r[j], other[j]) : max(r[j], other[j]);
+    }
+    // Within a lane's registers.
+#pragma unroll
+    for (int d = kPerLane / 2; d >= 1; d >>= 1) {
+        if (d > (k >> 1)) continue;
 #pragma unroll
         for (int j = 0; j < kPerLane; ++j) {
-            if (j & dj) continue;
-            const bool ascending = ((j * 32 + lane) & k) == 0;
-            const int lo = min(r[j], r[j | dj]), hi = max(r[j], r[j | dj]);
+            if (j & d) continue;
+            const bool ascending = ((lane * kPerLane + j) & k) == 0;
+            const int lo = min(r[j], r[j | d]), hi = max(r[j], r[j | d]);
             r[j] = ascending ? lo : hi;
-            r[j | dj] = ascending ? hi : lo;
-        }
-    };
-#pragma unroll 1
-    for (int k = 2; k <= kCount; k <<= 1) {
-        for (int d = k >> 1; d >= 32; d >>= 1) {
-            if constexpr (kPerLane >= 8)
-                if (d == 128) between_registers(std::integral_constant<int, 4>{}, k);
-            if constexpr (kPerLane >= 4)
-                if (d == 64) between_registers(std::integral_constant<int, 2>{}, k);
-            if constexpr (kPerLane >= 2)
-                if (d == 32) between_registers(std::integral_constant<int, 1>{}, k);
-        }
-#pragma unroll 1
-        for (int d = min(k >> 1, 16); d >= 1; d >>= 1) {
-            const bool lower = (lane & d) == 0;
-            // Every shuffle issued before any result is used: each waits only for its own round trip.
-            int other[kPerLane];
-#pragma unroll
-            for (int j = 0; j < kPerLane; ++j) other[j] = __shfl_xor_sync(0xffffffffu, r[j], d);
-#pragma unroll
-            for (int j = 0; j < kPerLane; ++j) {
-                const bool ascending = ((j * 32 + lane) & k) == 0;
-                r[j] = (lower == ascending) ? min(r[j], other[j]) : max(r[j], other[j]);
-            }
+            r[j | d] = ascending ? hi : lo;
         }
     }
 }
 
-// Window w of the order: its pages' block numbers from the table row, sorted, into `buffer` (kKvcOrderPages
-// entries; past the range's pages INT_MAX, never read). Every lane of the producer warp takes part.
-__device__ __forceinline__ void kvc_sort_window(const KvcPageOrder& o, const int32_t* table_row, int w,
-                                                int32_t* buffer, int lane) {
+// Window w of the order's block numbers, read from the table row into registers (kKvcOrderPerLane a lane; past the
+// range's pages INT_MAX, which sort last and are never read). Read a window ahead of its sort: the table's lines come
+// from memory as slowly as the grid's copies (they queue behind them).
+__device__ __forceinline__ void kvc_read_window(const KvcPageOrder& o, const int32_t* table_row, int w,
+                                                int (&r)[kKvcOrderPerLane], int lane) {
     const int first = w * kKvcOrderPages, count = min(kKvcOrderPages, o.pages - first);
-    __syncwarp();  // every lane's reads of the window this buffer held are done
-    int r[kKvcOrderPerLane];
 #pragma unroll
     for (int j = 0; j < kKvcOrderPerLane; ++j) {
-        const int at = j * 32 + lane;
+        const int at = j * 32 + lane;  // coalesced: the sort does not care where a value starts
         r[j] = at < count ? table_row[o.first_page + first + at] : INT_MAX;
     }
-    warp_sort_ascending(r, lane);
+}
+
+// A window sorted by all kKvcOrderStages stages of warp_sort_stage, stored into `buffer` (kKvcOrderPages entries).
+// Every lane of the producer warp takes part.
+__device__ __forceinline__ void kvc_store_window(const int (&r)[kKvcOrderPerLane], int32_t* buffer, int lane) {
+    static_assert(kKvcOrderPerLane % 4 == 0, "a lane's sorted values stored 4 at a time");
+    __syncwarp();  // every lane's reads of the window this buffer held are done
+    // Lane l's values are elements l * kKvcOrderPerLane on: 16-byte stores, a quarter warp's to all 32 banks at once.
 #pragma unroll
-    for (int j = 0; j < kKvcOrderPerLane; ++j) buffer[j * 32 + lane] = r[j];
+    for (int j = 0; j < kKvcOrderPerLane; j += 4)
+        *reinterpret_cast<int4*>(buffer + lane * kKvcOrderPerLane + j) = make_int4(r[j], r[j + 1], r[j + 2], r[j + 3]);
     __syncwarp();
 }
 

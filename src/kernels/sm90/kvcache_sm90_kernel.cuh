@@ -72,7 +72,7 @@ struct KvcSm90Smem {
     alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxesV][T::kKvBoxElems];
     uint64_t k_full[T::kKStages], v_full[T::kVStages], k_empty[T::kKStages], v_empty[T::kVStages];
     // Paged caches read in address order (kvc_page_order.cuh): each producer warp's sorted windows.
-    int32_t page_order[2][kKvcOrderBuffers][kKvcOrderPages];
+    alignas(16) int32_t page_order[2][kKvcOrderBuffers][kKvcOrderPages];
 };
 template <class T>
 constexpr int kvc_sm90_smem_bytes() {
@@ -256,11 +256,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // (bench/NOTES.md, "kv-cache: where random pages cost, and the paged producer's first tile").
         const bool k_first = plan.k_first && !(issue_k && issue_v);
         // A paged cache's middle tiles in address order (KvcPlan::pages_in_address_order), past the first tiles
-        // both rings take (the same range for both warps).
-        const KvcPageOrder order = kvc_page_order(plan.pages_in_address_order && table_row, blk, keys_per_tile,
-                                                  p.page_size, piece_rows, max(ahead_k, ahead_v));
+        // both rings take (the same range for both warps). Worked out once tile 0's copies have gone out: its code
+        // is not on the first copies' path.
+        KvcPageOrder order;
         int32_t(*order_buffers)[kKvcOrderPages] = s.page_order[warp - T::kProducerWarp];  // this warp's windows
-        int next_window = 0;  // the order's next window to sort
+        int window[kKvcOrderPerLane];          // the window being sorted (read a window ahead: kvc_read_window)
+        int sort_window = 0, sort_stage = 0;   // ... its index, and its sort's next stage
         const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
         if (marks) kvc_mark(kKvProducer);
         for (int i = 0; i < tiles; ++i) {
@@ -304,10 +305,30 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                 head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
                                                 evict_first);
             }
-            // The order's next window, sorted while the rings are full (the next tile waits for a free stage).
-            if (order.active && next_window < order.windows() && i == order.sort_after(next_window)) {
-                kvc_sort_window(order, table_row, next_window, order_buffers[next_window % kKvcOrderBuffers], lane);
-                ++next_window;
+            if (i == 0) {
+                order = kvc_page_order(plan.pages_in_address_order && table_row, blk, keys_per_tile, p.page_size,
+                                       piece_rows, max(ahead_k, ahead_v));
+                if (order.active) kvc_read_window(order, table_row, 0, window, lane);
+            }
+            // One stage of the order's sort a tile (KvcPageOrder::stage_tile); a window sorted is stored, and the
+            // next one read.
+            if (order.active && sort_window < order.windows() && i == order.stage_tile(sort_window, sort_stage)) {
+                const bool mark_window = marks && sort_window < 2;
+                if (mark_window && sort_stage == 0) {
+                    kvc_mark(sort_window == 0 ? kKvOrderBegin0 : kKvOrderBegin1);
+                    int every = 0;  // every lane's loads landed
+                    for (int j = 0; j < kKvcOrderPerLane; ++j) every ^= window[j];
+                    kvc_hold(every);
+                    kvc_mark(sort_window == 0 ? kKvOrderRead0 : kKvOrderRead1);
+                }
+                warp_sort_stage(window, lane, sort_stage);
+                if (++sort_stage == kKvcOrderStages) {
+                    kvc_store_window(window, order_buffers[sort_window % kKvcOrderBuffers], lane);
+                    if (mark_window) kvc_mark(sort_window == 0 ? kKvOrderSorted0 : kKvOrderSorted1);
+                    sort_stage = 0;
+                    if (++sort_window < order.windows())
+                        kvc_read_window(order, table_row, sort_window, window, lane);
+                }
             }
         }
         // The consumers' two cluster barriers (the merge's), passed before leaving; the producers publish nothing

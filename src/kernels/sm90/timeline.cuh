@@ -73,6 +73,12 @@ enum KvcEvent : int {
     kKvProducer,     // the (K) producer warp's lane 0 enters the producers' branch
     kKvPieces,       // ... has the first tile's piece count (the sequence's length in hand)
     kKvPageRead,     // ... has the first tile's block (its page's, read from the block table, where paged)
+    kKvOrderBegin0,   // ... (pages in address order) reaches the first window's sort
+    kKvOrderRead0,    // ... has that window's block numbers (read a window ahead) in hand
+    kKvOrderSorted0,  // ... has sorted the window and stored it
+    kKvOrderBegin1,   // the same for the second window
+    kKvOrderRead1,
+    kKvOrderSorted1,
     kKvEvents
 };
 constexpr int kKvcTimelineBlocks = 8192;
@@ -133,6 +139,9 @@ __device__ __forceinline__ void kvc_mark(int event) {
         g_kvc_timeline[block][kKvSm] = sm;
         g_kvc_timeline[block][kKvUnit] = blockIdx.y;
         g_kvc_timeline[block][kKvSplit] = blockIdx.z;
+        // Events a launch may not mark (the page order's): an earlier launch's left in this row would read as this
+        // one's.
+        for (int e = kKvOrderBegin0; e <= kKvOrderSorted1; ++e) g_kvc_timeline[block][e] = 0;
     }
 }
 #else
