@@ -296,9 +296,8 @@ constexpr const char* kKvcOneProducerVariable = "FLASHATTN_KVC_ONE_PRODUCER";
 constexpr const char* kKvcKFirstVariable = "FLASHATTN_KVC_K_FIRST";
 
 // FLASHATTN_KVC_PAGE_ORDER=1: the Hopper kv-cache kernel reads a paged cache's middle tiles with their pages in address
-// order on every paged call without ALiBi (tests, measurements); =auto: where kvc_pages_in_address_order says. Unset
-// (or 0), table order: as built, sorting a window costs more than the order gains (bench/NOTES.md, "kv-cache: pages
-// in address order").
+// order on every paged call without ALiBi (tests, measurements); =0: table order everywhere (for comparison). Unset
+// (or =auto): where kvc_pages_in_address_order says.
 constexpr const char* kKvcPageOrderVariable = "FLASHATTN_KVC_PAGE_ORDER";
 
 bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes) {
@@ -424,10 +423,12 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         plan.k_first = !(k_first && std::strcmp(k_first, "0") == 0);
         const bool paged = p.block_table != nullptr, alibi = p.alibi_slopes != nullptr;
         const char* page_order = std::getenv(kKvcPageOrderVariable);
-        if (page_order && std::strcmp(page_order, "1") == 0) plan.pages_in_address_order = paged && !alibi;
-        if (page_order && std::strcmp(page_order, "auto") == 0)
-            plan.pages_in_address_order = kvc_pages_in_address_order(
-                paged, alibi, kvc_key_tiles(p, block_n, plan.head_group), plan.num_splits);
+        if (page_order && std::strcmp(page_order, "1") == 0)
+            plan.pages_in_address_order = paged && !alibi;
+        else if (!(page_order && std::strcmp(page_order, "0") == 0))
+            plan.pages_in_address_order =
+                kvc_pages_in_address_order(paged, alibi, kvc_key_tiles(p, block_n, plan.head_group), plan.num_splits,
+                                           block_n / plan.head_group, p.page_size);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

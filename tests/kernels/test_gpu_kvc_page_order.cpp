@@ -1,8 +1,9 @@
 // The Hopper kv-cache kernel reading a paged cache's pages in address order (src/kernels/sm90/kvc_page_order.cuh;
 // KvcPlan::pages_in_address_order): which calls take it (checked by the kernel's launch count, so that the tests of
 // its numerics in tests/python/test_kvcache.py, which force it, cannot pass with it off), and that it gives the CPU
-// path's result. Off by default; FLASHATTN_KVC_PAGE_ORDER=1 takes it on every paged call without ALiBi, =auto where
-// kvc_pages_in_address_order says (blocks of 32 key tiles or more).
+// path's result. By default (or FLASHATTN_KVC_PAGE_ORDER=auto) where kvc_pages_in_address_order says (blocks of 32
+// key tiles or more, in one window of pages of at most 64 rows); =1 takes it on every paged call without ALiBi, =0
+// nowhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,16 +95,15 @@ bool run_case(const OrderCase& c) {
 
 TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
     if (!sm90a_kernels_run_here()) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0, sm_90a)";
-    // "auto": the rule (kvc_pages_in_address_order on the cache's 94 key tiles over the splits).
-    const bool rule_one_split = kernels::kvc_pages_in_address_order(true, false, 94, 1);
-    const bool rule_eight_splits = kernels::kvc_pages_in_address_order(true, false, 94, 8);
+    // Unset or "auto": the rule (kvc_pages_in_address_order, tests/kernels/test_kvc_splits.cpp) on the cache's 94 key
+    // tiles of 64 keys over the splits.
     for (const OrderCase& c : {
-             OrderCase{"", 16, 1, false, false},                  // unset: table order
-             OrderCase{"auto", 16, 1, false, rule_one_split},     // 94 tiles a block
-             OrderCase{"auto", 64, 8, false, rule_eight_splits},  // 12 tiles a block
+             OrderCase{"", 64, 1, false, true},        // unset: 94 tiles a block on 94 pages
+             OrderCase{"", 16, 1, false, false},       // 376 pages: two windows
+             OrderCase{"auto", 64, 8, false, false},   // 12 tiles a block
              OrderCase{"1", 64, 8, false, true},    // forced
              OrderCase{"1", 48, 3, false, true},    // forced; pages of 3 pieces
-             OrderCase{"0", 256, 1, false, false},  // kept off
+             OrderCase{"0", 64, 1, false, false},   // kept off where the rule would take it
              OrderCase{"1", 16, 1, true, false},    // ALiBi: never
          }) {
         SCOPED_TRACE(std::string("FLASHATTN_KVC_PAGE_ORDER=") + c.env + ", page " + std::to_string(c.page) +

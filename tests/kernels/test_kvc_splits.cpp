@@ -134,15 +134,20 @@ TEST(KvcOneProducer, OneProducerWarpWhereABlocksTilesAllFitTheRings) {
     EXPECT_FALSE(kvc_one_producer(16, 0, kRingStages));
 }
 
-TEST(KvcPagesInAddressOrder, PagedBlocksOfThirtyTwoTilesOrMoreWithoutAlibi) {
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 64, 1));     // batch 16 x 8 kv heads, 4k keys: 64 tiles
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1024, 32));  // 32 tiles a split
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1000, 32));  // 32 (31.25 rounded up)
-    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 992, 32));  // 31
-    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 256, 16));  // batch 1 x 8 x 16k: 16 tiles a block
-    EXPECT_FALSE(kvc_pages_in_address_order(false, false, 64, 1));   // dense
-    EXPECT_FALSE(kvc_pages_in_address_order(true, true, 64, 1));     // ALiBi needs the keys' positions
-    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 64, 0));
+TEST(KvcPagesInAddressOrder, PagedBlocksOfThirtyTwoTilesUpToOneWindowOfSmallPagesWithoutAlibi) {
+    constexpr int kKeys = 64;  // a tile's keys, one kv head a block
+    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 64, 1, kKeys, 16));     // 16 x 8 kv heads x 4k: 64 tiles
+    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1024, 32, kKeys, 16));  // 32 tiles a split
+    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1000, 32, kKeys, 16));  // 32 (31.25 rounded up)
+    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 992, 32, kKeys, 16));  // 31
+    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 256, 16, kKeys, 16));  // batch 1 x 8 x 16k: 16 a block
+    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 65, 1, kKeys, 16));    // 260 pages: two windows
+    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 256, 1, kKeys, 64));    // 16k keys: 256 pages of 64
+    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 128, 1, 32, 16));       // two kv heads a block: 256 pages
+    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 64, 1, kKeys, 256));   // pages of 256: not measured
+    EXPECT_FALSE(kvc_pages_in_address_order(false, false, 64, 1, kKeys, 0));    // dense
+    EXPECT_FALSE(kvc_pages_in_address_order(true, true, 64, 1, kKeys, 16));     // ALiBi needs the keys' positions
+    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 64, 0, kKeys, 16));
 }
 
 TEST(KvcManyWaves, OneKvHeadABlockFromSixWavesOfItWithOneQueryRowAKvHead) {

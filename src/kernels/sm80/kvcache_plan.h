@@ -167,16 +167,25 @@ FLASHATTN_HD constexpr bool kvc_one_producer(int64_t key_tiles, int num_splits, 
     return num_splits > 0 && key_tiles > 0 && (key_tiles + num_splits - 1) / num_splits <= ring_stages;
 }
 
-// Pages in address order (KvcPlan::pages_in_address_order, the Hopper kernel's paged caches), where it could pay
-// (FLASHATTN_KVC_PAGE_ORDER=auto; off by default): blocks of at least kKvcOrderMinTiles key tiles (key_tiles over
-// num_splits), no ALiBi slope needing the keys' positions. Why: the order gains only on long blocks. With the block
-// tables themselves sorted (bench_decode.py --page-order sorted) on an H100, calls of 64 tiles a block and more read
-// 1.0-3.9% faster than in table order on pages of 16 (16 x 8 kv heads x 4k keys: 103.0 against 106.7 us, dense 103.3)
-// and up to 1.9% on pages of 64, while blocks of 16 tiles gained nothing. But each window's sort, as built, costs the
-// call 5-6 us (bench/NOTES.md, "kv-cache: pages in address order"), more than the order gains.
+// Pages in address order (KvcPlan::pages_in_address_order, the Hopper kernel's paged caches), by default where it
+// pays (FLASHATTN_KVC_PAGE_ORDER=0 turns it off, =1 on for every paged call without ALiBi): blocks of at least
+// kKvcOrderMinTiles key tiles (key_tiles over num_splits, of keys_per_tile keys) whose pages fit one window of the
+// kernel's sort (kKvcOrderWindowPages), pages of at most kKvcOrderMaxPageRows rows, and no ALiBi slope (it needs the
+// keys' positions). Measured on an H100 (bench/NOTES.md, "kv-cache: pages in address order"), graph-replayed, in
+// address order against table order: blocks of one window gain (16 x 8 kv heads x 4k keys, page 16: 106.8 against
+// 108.1 us; 64 x 8 x 4k page 16: 364.7 against 369.5; 4 x 8 x 16k page 16, 4 splits: 110.4 against 111.3; page 64
+// 106.9 against 107.3), blocks of several windows do not (16 x 8 x 16k page 16: 373.4 against 373.1; 64k: 1435.7
+// against 1425.3): each window sweeps the pool from its start again, and the blocks' sweeps drift apart. Blocks of 16
+// tiles gained nothing even with the block tables themselves sorted. Pages of 256 rows (4 tiles a page) were not
+// measured with the order as built, so they keep table order.
 constexpr int64_t kKvcOrderMinTiles = 32;
-FLASHATTN_HD constexpr bool kvc_pages_in_address_order(bool paged, bool alibi, int64_t key_tiles, int num_splits) {
-    return paged && !alibi && num_splits > 0 && (key_tiles + num_splits - 1) / num_splits >= kKvcOrderMinTiles;
+constexpr int64_t kKvcOrderWindowPages = 256;  // the kernel's kKvcOrderPages
+constexpr int kKvcOrderMaxPageRows = 64;
+FLASHATTN_HD constexpr bool kvc_pages_in_address_order(bool paged, bool alibi, int64_t key_tiles, int num_splits,
+                                                       int keys_per_tile, int page_size) {
+    if (!paged || alibi || num_splits <= 0 || page_size <= 0 || page_size > kKvcOrderMaxPageRows) return false;
+    const int64_t tiles = (key_tiles + num_splits - 1) / num_splits;
+    return tiles >= kKvcOrderMinTiles && tiles * keys_per_tile <= kKvcOrderWindowPages * page_size;
 }
 
 // Many waves (the Hopper kernel's dense caches and long pages): where the grid of one kv head a block is at least
