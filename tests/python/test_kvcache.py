@@ -511,11 +511,11 @@ def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size,
 ])
 def test_pages_in_address_order(device, page_size, options, monkeypatch):
     # The Hopper kernel reads the pages of a block's unmasked middle tiles in address order, windows of 256 pages
-    # sorted by its producer warps, where asked (FLASHATTN_KVC_PAGE_ORDER=1: every paged call without ALiBi; off by
-    # default). Long sequences whose blocks span several windows, the last partial; splits, the masks and a window
-    # that leave tiles in table order at either end; pages of several pieces and of several tiles. The caches are NaN
-    # outside the sequences: a page read twice or not at all, or one of another sequence, moves the output far past
-    # the rule (16 keys of 9000 at least).
+    # sorted by its producer warps a stage a tile, here forced (FLASHATTN_KVC_PAGE_ORDER=1: every paged call without
+    # ALiBi; by default blocks of one window). Long sequences whose blocks span several windows, the last partial;
+    # splits, the masks and a window that leave tiles in table order at either end; pages of several pieces and of
+    # several tiles. The caches are NaN outside the sequences: a page read twice or not at all, or one of another
+    # sequence, moves the output far past the rule (16 keys of 9000 at least).
     options = dict(options)
     monkeypatch.setenv("FLASHATTN_KVC_PAGE_ORDER", "1")
     if "group" in options:

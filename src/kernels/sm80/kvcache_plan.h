@@ -35,7 +35,8 @@ struct KvcPlan {
     // warp issues them (the consumers wait for K first); false (FLASHATTN_KVC_K_FIRST=0): each warp at once.
     bool k_first = true;
     // The Hopper kernel on a paged cache: each block's middle tiles read with their pages in address order, a window
-    // at a time (sm90/kvc_page_order.cuh). Off unless FLASHATTN_KVC_PAGE_ORDER asks (kernels/dispatch.cpp).
+    // at a time (sm90/kvc_page_order.cuh), where kvc_pages_in_address_order says or FLASHATTN_KVC_PAGE_ORDER asks
+    // (kernels/dispatch.cpp).
     bool pages_in_address_order = false;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)

@@ -5,20 +5,22 @@
 // Why: a paged allocator scatters a sequence's pages over the pool, and read in table order each block's copies land
 // anywhere in it at any moment. Sorted, every block sweeps the pool from its low addresses to its high ones, all at
 // about the same pace, so the whole grid's copies in flight lie in a narrow band of the pool: few address
-// translations and DRAM pages at a time. Measured with the block tables themselves sorted (bench_decode.py
-// --page-order sorted), random 16-row pages read as fast as the dense cache at batch 16 x 8 kv heads x 4k keys (103.0
-// against 103.3 us; 106.7 in table order) and 1.0-3.9% faster than in table order on every call of 64+ tiles a
-// block. As built here, though, each window's table read and sort cost the call 5-6 us (the sort alone, on tables
-// already sorted: 109.5 against 103.6 us at 16 x 8 x 4k), more than the order gains, so the plan leaves it off
-// unless FLASHATTN_KVC_PAGE_ORDER asks (bench/NOTES.md, "kv-cache: pages in address order").
+// translations and DRAM pages at a time. Measured on an H100 (bench/NOTES.md, "kv-cache: the page order, read ahead
+// and sorted a stage a tile"): at batch 16 x 8 kv heads x 4k keys, random 16-row pages read 104.9 us in this order
+// against 106.3 in table order; at 64 x 8 x 4k 363.0 against 367.6. A block of several windows gains nothing (each
+// window's pages spread over the whole pool again), so the plan takes the order where a block's pages fit one window.
+//
+// Cost: each window's page numbers are read a window ahead (into registers), and sorted one bitonic stage a tile
+// while the producer would wait for a free stage of its ring anyway; sorted whole at one tile, the 2.8-4.3 us of the
+// sort held both producers' copies up longer than the rings cover.
 //
 // Which tiles: attention does not depend on the order its keys come in, only on which keys a row sees and, with
 // ALiBi, on their positions (the host leaves the order off then). So the tiles every row of the block sees whole
 // (no mask, no tail: the consumers use their positions on no other tile) may hold any of those tiles' pages. Their
-// range is cut to whole pages and whole tiles, and starts after the block's first `natural` tiles (the rings'
-// depth), which go out in table order as before: the first window is sorted once they have gone out, while the
-// producer would wait for a free stage anyway, and window w + 1 once window w's first tile has gone out (two
-// buffers). The consumers are not told: a tile of this range is used as it always was.
+// range is cut to whole pages and whole tiles, and starts after the block's first tiles, which go out in table order
+// as before: at least the rings' depth, and the kKvcOrderStages + 1 tiles during which the first window is sorted.
+// Window w + 1 is sorted during window w's first tiles (two buffers). The consumers are not told: a tile of this
+// range is used as it always was.
 #pragma once
 
 #include <climits>

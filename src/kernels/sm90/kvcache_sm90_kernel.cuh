@@ -17,8 +17,8 @@
 // products have read the stage. Caches are read through a 4-D tensor map (head dim, cache position, kv head, cache
 // entry): dense ones of one kv head a block in whole tiles; paged ones, and any of several kv heads a block, in pieces
 // (kvc_box_rows: 16 or 8 rows with several kv heads, else the most rows up to a tile that divide the page size), each
-// at its page's block. Where the plan asks (KvcPlan::pages_in_address_order, off by default), the producers take the
-// pages of the unmasked middle tiles in address order rather than table order (kvc_page_order.cuh).
+// at its page's block. Where the plan asks (KvcPlan::pages_in_address_order: blocks of one window of pages), the
+// producers take the pages of the unmasked middle tiles in address order rather than table order (kvc_page_order.cuh).
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
 // packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits, the splits of a unit are usually one
