@@ -2,7 +2,7 @@
 // KvcPlan::pages_in_address_order): which calls take it (checked by the kernel's launch count, so that the tests of
 // its numerics in tests/python/test_kvcache.py, which force it, cannot pass with it off), and that it gives the CPU
 // path's result. By default (or FLASHATTN_KVC_PAGE_ORDER=auto) where kvc_pages_in_address_order says (blocks of 32
-// key tiles or more, in one window of pages of at most 64 rows); =1 takes it on every paged call without ALiBi, =0
+// key tiles or more, on up to 1024 pages of at most 64 rows); =1 takes it on every paged call without ALiBi, =0
 // nowhere.
 #include <gtest/gtest.h>
 
@@ -99,7 +99,7 @@ TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
     // tiles of 64 keys over the splits.
     for (const OrderCase& c : {
              OrderCase{"", 64, 1, false, true},        // unset: 94 tiles a block on 94 pages
-             OrderCase{"", 16, 1, false, false},       // 376 pages: two windows
+             OrderCase{"", 16, 1, false, true},        // 376 pages: one wide window
              OrderCase{"auto", 64, 8, false, false},   // 12 tiles a block
              OrderCase{"1", 64, 8, false, true},    // forced
              OrderCase{"1", 48, 3, false, true},    // forced; pages of 3 pieces

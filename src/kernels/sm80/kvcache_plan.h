@@ -180,7 +180,7 @@ FLASHATTN_HD constexpr bool kvc_one_producer(int64_t key_tiles, int num_splits, 
 // tiles gained nothing even with the block tables themselves sorted. Pages of 256 rows (4 tiles a page) were not
 // measured with the order as built, so they keep table order.
 constexpr int64_t kKvcOrderMinTiles = 32;
-constexpr int64_t kKvcOrderWindowPages = 256;  // the kernel's kKvcOrderPages
+constexpr int64_t kKvcOrderWindowPages = 1024;  // the kernel's kKvcOrderWidePages
 constexpr int kKvcOrderMaxPageRows = 64;
 FLASHATTN_HD constexpr bool kvc_pages_in_address_order(bool paged, bool alibi, int64_t key_tiles, int num_splits,
                                                        int keys_per_tile, int page_size) {

@@ -31,26 +31,36 @@
 
 namespace flashattn::kernels {
 
-constexpr int kKvcOrderPerLane = 8;                        // a window's pages a lane holds while sorting
-constexpr int kKvcOrderPages = 32 * kKvcOrderPerLane;     // pages sorted at once
-constexpr int kKvcOrderStages = 8;                         // the sort's merge stages: log2(kKvcOrderPages)
-constexpr int kKvcOrderBuffers = 2;                        // window w in buffer w % 2: the next sorted while in use
-static_assert(1 << kKvcOrderStages == kKvcOrderPages, "a stage a power of two");
-static_assert(kKvcOrderPages == kKvcOrderWindowPages, "the planner's rule counts windows of this many pages");
+// Two window sizes: a block's range of up to kKvcOrderPages pages is sorted in one window of that size, a longer one
+// in windows of kKvcOrderWidePages (four times the registers and shuffles a stage, which blocks of one small window
+// would pay for nothing: 16 x 8 kv heads x 4k keys read no faster in address order with the wide window).
+constexpr int kKvcOrderPerLane = 8;                            // a window's pages a lane holds while sorting
+constexpr int kKvcOrderPages = 32 * kKvcOrderPerLane;         // pages sorted at once
+constexpr int kKvcOrderStages = 8;                             // the sort's merge stages: log2(kKvcOrderPages)
+constexpr int kKvcOrderWidePerLane = 32;                       // the same for the wide window
+constexpr int kKvcOrderWidePages = 32 * kKvcOrderWidePerLane;
+constexpr int kKvcOrderWideStages = 10;
+constexpr int kKvcOrderBuffers = 2;                            // window w in buffer w % 2: the next sorted while in use
+static_assert(1 << kKvcOrderStages == kKvcOrderPages && 1 << kKvcOrderWideStages == kKvcOrderWidePages,
+              "a stage a power of two");
+static_assert(kKvcOrderWidePages == kKvcOrderWindowPages, "the planner's rule counts windows of this many pages");
 
 // The range of a block's tiles read in address order, and how its pieces map to its pages.
 struct KvcPageOrder {
     bool active = false;
+    bool wide = false;                 // windows of kKvcOrderWidePages, else of kKvcOrderPages
+    int window_shift = 0;              // log2 of a window's pages
+    int stages = 0;                    // ... and its sort's stages (the same number)
     int tile_begin = 0, tile_end = 0;  // the block's tiles (counted from its first) whose pages are sorted
     int first_page = 0;                // the sequence's page (block-table column) of tile_begin's first key
     int pages = 0;                     // pages in the range
     int pieces_per_tile = 0, pieces_per_page = 0, piece_rows = 0;
     int tiles_per_window = 0;
 
-    __device__ __forceinline__ int windows() const { return (pages + kKvcOrderPages - 1) / kKvcOrderPages; }
+    __device__ __forceinline__ int windows() const { return (pages + (1 << window_shift) - 1) >> window_shift; }
     // The tile after whose copies window w's sort runs its stage `stage` (one stage a tile, while the producer would
-    // wait for a free stage of its ring anyway): tiles 1 to kKvcOrderStages for the first window (read at tile 0),
-    // and for window w > 0 the same tiles counted from window w - 1's first (read once window w - 1 is stored).
+    // wait for a free stage of its ring anyway): tiles 1 to `stages` for the first window (read at tile 0), and for
+    // window w > 0 the same tiles counted from window w - 1's first (read once window w - 1 is stored).
     __device__ __forceinline__ int stage_tile(int w, int stage) const {
         return (w == 0 ? 0 : tile_begin + (w - 1) * tiles_per_window) + 1 + stage;
     }
@@ -66,18 +76,25 @@ __device__ __forceinline__ KvcPageOrder kvc_page_order(bool enabled, const KvcBl
     // Positions are keys from 0 (pages start at whole keys); lengths near 2^31 keys are left in table order.
     if (!enabled || blk.seq.leftpad != 0 || blk.seq.seqlen_k > INT_MAX / 4) return o;
     const int kpt = keys_per_tile;
-    natural = max(natural, kKvcOrderStages + 1);  // the first window sorted, one stage a tile, before its first tile
-    // Keys every row of the block sees (no tile here is masked), of whole tiles past the first `natural`.
-    const int lo = max((blk.tiles.begin + natural) * kpt, int(blk.last.begin));
-    const int hi = min(min(blk.tiles.end * kpt, int(blk.first.end)), blk.seq.seqlen_k);
     // Whole pages and whole tiles: multiples of lcm(page_size, kpt) (kpt a power of two, so page_size times its
     // share of kpt that page_size's factors of two leave).
     const int twos = page_size & -page_size;
     const int align = page_size * (kpt > twos ? kpt / twos : 1);
-    const int begin = (lo + align - 1) / align * align, end = hi / align * align;
-    o.tiles_per_window = kKvcOrderPages * page_size / kpt;
+    const int hi = min(min(blk.tiles.end * kpt, int(blk.first.end)), blk.seq.seqlen_k);
+    const int end = hi / align * align;
+    // Keys every row of the block sees (no tile here is masked), of whole tiles past the first `first_tiles`: the
+    // rings' depth, and the first window sorted, one stage a tile, before its first tile.
+    auto begin_after = [&](int first_tiles) {
+        const int lo = max((blk.tiles.begin + max(natural, first_tiles)) * kpt, int(blk.last.begin));
+        return (lo + align - 1) / align * align;
+    };
+    int begin = begin_after(kKvcOrderStages + 1);
+    o.wide = (end - begin) / page_size > kKvcOrderPages;
+    if (o.wide) begin = begin_after(kKvcOrderWideStages + 1);
+    o.window_shift = o.stages = o.wide ? kKvcOrderWideStages : kKvcOrderStages;
+    o.tiles_per_window = (page_size << o.window_shift) / kpt;
     // A window of fewer tiles than the sort's stages (pages of 1 or 2 keys) would be needed before it is sorted.
-    if (end <= begin || o.tiles_per_window <= kKvcOrderStages) return o;
+    if (end <= begin || o.tiles_per_window <= o.stages) return o;
     o.tile_begin = begin / kpt - blk.tiles.begin;
     o.tile_end = end / kpt - blk.tiles.begin;
     o.first_page = begin / page_size;
@@ -98,7 +115,7 @@ __device__ __forceinline__ KvcPageOrder kvc_page_order(bool enabled, const KvcBl
 // 3-4 us (bench/NOTES.md, "kv-cache: pages in address order").
 template <int kPerLane>
 __device__ __forceinline__ void warp_sort_stage(int (&r)[kPerLane], int lane, int stage) {
-    static_assert((kPerLane & (kPerLane - 1)) == 0 && kPerLane <= 8, "a power of two up to 8 a lane");
+    static_assert((kPerLane & (kPerLane - 1)) == 0 && kPerLane <= 32, "a power of two up to 32 a lane");
     const int k = 2 << stage;
     // Across lanes (k > kPerLane): the elements' direction, (element & k) == 0, is the lane's alone.
     const bool lane_ascending = ((lane * kPerLane) & k) == 0;
@@ -128,28 +145,31 @@ __device__ __forceinline__ void warp_sort_stage(int (&r)[kPerLane], int lane, in
     }
 }
 
-// Window w of the order's block numbers, read from the table row into registers (kKvcOrderPerLane a lane; past the
-// range's pages INT_MAX, which sort last and are never read). Read a window ahead of its sort: the table's lines come
-// from memory as slowly as the grid's copies (they queue behind them).
+// Window w of the order's block numbers, read from the table row into registers (kPerLane a lane, the window's size
+// 32 x kPerLane; past the range's pages INT_MAX, which sort last and are never read). Read a window ahead of its sort:
+// the table's lines come from memory as slowly as the grid's copies (they queue behind them).
+template <int kPerLane>
 __device__ __forceinline__ void kvc_read_window(const KvcPageOrder& o, const int32_t* table_row, int w,
-                                                int (&r)[kKvcOrderPerLane], int lane) {
-    const int first = w * kKvcOrderPages, count = min(kKvcOrderPages, o.pages - first);
+                                                int (&r)[kPerLane], int lane) {
+    constexpr int kPages = 32 * kPerLane;
+    const int first = w * kPages, count = min(kPages, o.pages - first);
 #pragma unroll
-    for (int j = 0; j < kKvcOrderPerLane; ++j) {
+    for (int j = 0; j < kPerLane; ++j) {
         const int at = j * 32 + lane;  // coalesced: the sort does not care where a value starts
         r[j] = at < count ? table_row[o.first_page + first + at] : INT_MAX;
     }
 }
 
-// A window sorted by all kKvcOrderStages stages of warp_sort_stage, stored into `buffer` (kKvcOrderPages entries).
-// Every lane of the producer warp takes part.
-__device__ __forceinline__ void kvc_store_window(const int (&r)[kKvcOrderPerLane], int32_t* buffer, int lane) {
-    static_assert(kKvcOrderPerLane % 4 == 0, "a lane's sorted values stored 4 at a time");
+// A window sorted by all the stages of warp_sort_stage, stored into `buffer` (32 x kPerLane entries). Every lane of
+// the producer warp takes part.
+template <int kPerLane>
+__device__ __forceinline__ void kvc_store_window(const int (&r)[kPerLane], int32_t* buffer, int lane) {
+    static_assert(kPerLane % 4 == 0, "a lane's sorted values stored 4 at a time");
     __syncwarp();  // every lane's reads of the window this buffer held are done
-    // Lane l's values are elements l * kKvcOrderPerLane on: 16-byte stores, a quarter warp's to all 32 banks at once.
+    // Lane l's values are elements l * kPerLane on: 16-byte stores, a quarter warp's to all 32 banks at once.
 #pragma unroll
-    for (int j = 0; j < kKvcOrderPerLane; j += 4)
-        *reinterpret_cast<int4*>(buffer + lane * kKvcOrderPerLane + j) = make_int4(r[j], r[j + 1], r[j + 2], r[j + 3]);
+    for (int j = 0; j < kPerLane; j += 4)
+        *reinterpret_cast<int4*>(buffer + lane * kPerLane + j) = make_int4(r[j], r[j + 1], r[j + 2], r[j + 3]);
     __syncwarp();
 }
 
@@ -158,11 +178,11 @@ __device__ __forceinline__ void kvc_store_window(const int (&r)[kKvcOrderPerLane
 struct KvcPiece {
     int block, row;
 };
-__device__ __forceinline__ KvcPiece kvc_ordered_piece(const KvcPageOrder& o, const int32_t (*buffers)[kKvcOrderPages],
-                                                      int i, int lane) {
+__device__ __forceinline__ KvcPiece kvc_ordered_piece(const KvcPageOrder& o,
+                                                      const int32_t (*buffers)[kKvcOrderWidePages], int i, int lane) {
     const int piece = (i - o.tile_begin) * o.pieces_per_tile + lane;
     const int page = piece / o.pieces_per_page;
-    return KvcPiece{buffers[(page / kKvcOrderPages) % kKvcOrderBuffers][page % kKvcOrderPages],
+    return KvcPiece{buffers[(page >> o.window_shift) % kKvcOrderBuffers][page & ((1 << o.window_shift) - 1)],
                     piece % o.pieces_per_page * o.piece_rows};
 }
 

@@ -72,7 +72,7 @@ struct KvcSm90Smem {
     alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxesV][T::kKvBoxElems];
     uint64_t k_full[T::kKStages], v_full[T::kVStages], k_empty[T::kKStages], v_empty[T::kVStages];
     // Paged caches read in address order (kvc_page_order.cuh): each producer warp's sorted windows.
-    alignas(16) int32_t page_order[2][kKvcOrderBuffers][kKvcOrderPages];
+    alignas(16) int32_t page_order[2][kKvcOrderBuffers][kKvcOrderWidePages];
 };
 template <class T>
 constexpr int kvc_sm90_smem_bytes() {
@@ -259,9 +259,29 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // both rings take (the same range for both warps). Worked out once tile 0's copies have gone out: its code
         // is not on the first copies' path.
         KvcPageOrder order;
-        int32_t(*order_buffers)[kKvcOrderPages] = s.page_order[warp - T::kProducerWarp];  // this warp's windows
-        int window[kKvcOrderPerLane];          // the window being sorted (read a window ahead: kvc_read_window)
-        int sort_window = 0, sort_stage = 0;   // ... its index, and its sort's next stage
+        int32_t(*order_buffers)[kKvcOrderWidePages] = s.page_order[warp - T::kProducerWarp];  // this warp's windows
+        int window[kKvcOrderWidePerLane];     // the window being sorted (read a window ahead: kvc_read_window) ...
+        auto& narrow = reinterpret_cast<int(&)[kKvcOrderPerLane]>(window);  // ... its first registers, if small
+        int sort_window = 0, sort_stage = 0;  // ... its index, and its sort's next stage
+        // The window's read, sort stage and store, for the order's window size.
+        auto read_window = [&](int w) {
+            if (order.wide)
+                kvc_read_window(order, table_row, w, window, lane);
+            else
+                kvc_read_window(order, table_row, w, narrow, lane);
+        };
+        auto sort_stage_of_window = [&](int stage) {
+            if (order.wide)
+                warp_sort_stage(window, lane, stage);
+            else
+                warp_sort_stage(narrow, lane, stage);
+        };
+        auto store_window = [&](int32_t* buffer) {
+            if (order.wide)
+                kvc_store_window(window, buffer, lane);
+            else
+                kvc_store_window(narrow, buffer, lane);
+        };
         const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
         if (marks) kvc_mark(kKvProducer);
         for (int i = 0; i < tiles; ++i) {
@@ -308,7 +328,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             if (i == 0) {
                 order = kvc_page_order(plan.pages_in_address_order && table_row, blk, keys_per_tile, p.page_size,
                                        piece_rows, max(ahead_k, ahead_v));
-                if (order.active) kvc_read_window(order, table_row, 0, window, lane);
+                if (order.active) read_window(0);
             }
             // One stage of the order's sort a tile (KvcPageOrder::stage_tile); a window sorted is stored, and the
             // next one read.
@@ -321,13 +341,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                     kvc_hold(every);
                     kvc_mark(sort_window == 0 ? kKvOrderRead0 : kKvOrderRead1);
                 }
-                warp_sort_stage(window, lane, sort_stage);
-                if (++sort_stage == kKvcOrderStages) {
-                    kvc_store_window(window, order_buffers[sort_window % kKvcOrderBuffers], lane);
+                sort_stage_of_window(sort_stage);
+                if (++sort_stage == order.stages) {
+                    store_window(order_buffers[sort_window % kKvcOrderBuffers]);
                     if (mark_window) kvc_mark(sort_window == 0 ? kKvOrderSorted0 : kKvOrderSorted1);
                     sort_stage = 0;
-                    if (++sort_window < order.windows())
-                        kvc_read_window(order, table_row, sort_window, window, lane);
+                    if (++sort_window < order.windows()) read_window(sort_window);
                 }
             }
         }
