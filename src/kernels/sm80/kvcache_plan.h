@@ -171,14 +171,14 @@ FLASHATTN_HD constexpr bool kvc_one_producer(int64_t key_tiles, int num_splits, 
 // Pages in address order (KvcPlan::pages_in_address_order, the Hopper kernel's paged caches), by default where it
 // pays (FLASHATTN_KVC_PAGE_ORDER=0 turns it off, =1 on for every paged call without ALiBi): blocks of at least
 // kKvcOrderMinTiles key tiles (key_tiles over num_splits, of keys_per_tile keys) whose pages fit one window of the
-// kernel's sort (kKvcOrderWindowPages), pages of at most kKvcOrderMaxPageRows rows, and no ALiBi slope (it needs the
-// keys' positions). Measured on an H100 (bench/NOTES.md, "kv-cache: pages in address order"), graph-replayed, in
-// address order against table order: blocks of one window gain (16 x 8 kv heads x 4k keys, page 16: 106.8 against
-// 108.1 us; 64 x 8 x 4k page 16: 364.7 against 369.5; 4 x 8 x 16k page 16, 4 splits: 110.4 against 111.3; page 64
-// 106.9 against 107.3), blocks of several windows do not (16 x 8 x 16k page 16: 373.4 against 373.1; 64k: 1435.7
-// against 1425.3): each window sweeps the pool from its start again, and the blocks' sweeps drift apart. Blocks of 16
-// tiles gained nothing even with the block tables themselves sorted. Pages of 256 rows (4 tiles a page) were not
-// measured with the order as built, so they keep table order.
+// kernel's sort (kKvcOrderWindowPages, its wide window), pages of at most kKvcOrderMaxPageRows rows, and no ALiBi
+// slope (it needs the keys' positions). Measured on an H100 (bench/NOTES.md, "kv-cache: the page order, read ahead
+// and sorted a stage a tile"), graph-replayed, by this rule against table order: 16 x 8 kv heads x 4k keys, page 16:
+// 105.1 against 106.2 us; 16 x 8 x 16k page 16 (one window of 1024 pages): 365.9 against 370.4; 64 x 8 x 4k page 16:
+// 362.9 against 368.0; 16 x 8 x 64k page 64: 1399.2 against 1405.7. Blocks of several windows do not gain (16 x 8 x 64k
+// page 16 in windows of 1024: 1435.6 against 1420.7): each window sweeps the pool from its start again, its pages
+// spread over all of it. Blocks of 16 tiles gained nothing even with the block tables themselves sorted, nor did
+// pages of 256 rows in address order (16 x 8 x 4k: 104.6 against 104.5).
 constexpr int64_t kKvcOrderMinTiles = 32;
 constexpr int64_t kKvcOrderWindowPages = 1024;  // the kernel's kKvcOrderWidePages
 constexpr int kKvcOrderMaxPageRows = 64;

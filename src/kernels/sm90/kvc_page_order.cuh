@@ -1,14 +1,15 @@
 // A paged cache's pages read in address order (KvcPlan::pages_in_address_order): the Hopper kv-cache kernel's
 // producers take the pages of a block's middle tiles not in the block table's order but sorted by their block
-// number, a window of kKvcOrderPages pages at a time.
+// number, a window of kKvcOrderPages (or, for longer blocks, kKvcOrderWidePages) pages at a time.
 //
 // Why: a paged allocator scatters a sequence's pages over the pool, and read in table order each block's copies land
 // anywhere in it at any moment. Sorted, every block sweeps the pool from its low addresses to its high ones, all at
 // about the same pace, so the whole grid's copies in flight lie in a narrow band of the pool: few address
 // translations and DRAM pages at a time. Measured on an H100 (bench/NOTES.md, "kv-cache: the page order, read ahead
-// and sorted a stage a tile"): at batch 16 x 8 kv heads x 4k keys, random 16-row pages read 104.9 us in this order
-// against 106.3 in table order; at 64 x 8 x 4k 363.0 against 367.6. A block of several windows gains nothing (each
-// window's pages spread over the whole pool again), so the plan takes the order where a block's pages fit one window.
+// and sorted a stage a tile"): at batch 16 x 8 kv heads x 4k keys, random 16-row pages read 105.1 us in this order
+// against 106.2 in table order; at 16 x 8 x 16k 365.9 against 370.4; at 64 x 8 x 4k 362.9 against 368.0. A block
+// of several windows gains nothing (each window's pages spread over the whole pool again), so the plan takes the
+// order where a block's pages fit one window.
 //
 // Cost: each window's page numbers are read a window ahead (into registers), and sorted one bitonic stage a tile
 // while the producer would wait for a free stage of its ring anyway; sorted whole at one tile, the 2.8-4.3 us of the
@@ -18,7 +19,7 @@
 // ALiBi, on their positions (the host leaves the order off then). So the tiles every row of the block sees whole
 // (no mask, no tail: the consumers use their positions on no other tile) may hold any of those tiles' pages. Their
 // range is cut to whole pages and whole tiles, and starts after the block's first tiles, which go out in table order
-// as before: at least the rings' depth, and the kKvcOrderStages + 1 tiles during which the first window is sorted.
+// as before: at least the rings' depth, and the stages + 1 tiles during which the first window is sorted.
 // Window w + 1 is sorted during window w's first tiles (two buffers). The consumers are not told: a tile of this
 // range is used as it always was.
 #pragma once
