@@ -74,8 +74,11 @@ struct KvcPageOrder {
 __device__ __forceinline__ KvcPageOrder kvc_page_order(bool enabled, const KvcBlock& blk, int keys_per_tile,
                                                        int page_size, int piece_rows, int natural) {
     KvcPageOrder o;
-    // Positions are keys from 0 (pages start at whole keys); lengths near 2^31 keys are left in table order.
-    if (!enabled || blk.seq.leftpad != 0 || blk.seq.seqlen_k > INT_MAX / 4) return o;
+    // Positions are keys from 0 (pages start at whole keys); lengths near 2^31 keys, and pages whose window's keys
+    // would be past it, are left in table order.
+    if (!enabled || blk.seq.leftpad != 0 || blk.seq.seqlen_k > INT_MAX / 4 ||
+        page_size > (INT_MAX >> kKvcOrderWideStages))
+        return o;
     const int kpt = keys_per_tile;
     // Whole pages and whole tiles: multiples of lcm(page_size, kpt) (kpt a power of two, so page_size times its
     // share of kpt that page_size's factors of two leave).
@@ -113,7 +116,7 @@ __device__ __forceinline__ KvcPageOrder kvc_page_order(bool enabled, const KvcBl
 // with a lane's elements side by side, 8 a lane take 15 rounds of shuffles in all (laid out j * 32 + l, 30), and the
 // rounds are what a sort waits on (each a round trip). Run a stage a tile (KvcPageOrder::stage_tile), a sort costs
 // the producer nothing it would not spend waiting for a free stage; sorted whole at one tile, it held the copies up
-// 3-4 us (bench/NOTES.md, "kv-cache: pages in address order").
+// 3-4 us (bench/NOTES.md, "kv-cache: the page order, read ahead and sorted a stage a tile").
 template <int kPerLane>
 __device__ __forceinline__ void warp_sort_stage(int (&r)[kPerLane], int lane, int stage) {
     static_assert((kPerLane & (kPerLane - 1)) == 0 && kPerLane <= 32, "a power of two up to 32 a lane");
