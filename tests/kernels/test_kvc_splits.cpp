@@ -142,7 +142,7 @@ TEST(KvcPagesInAddressOrder, PagedBlocksOfThirtyTwoTilesUpToOneWindowOfSmallPage
     EXPECT_FALSE(kvc_pages_in_address_order(true, false, 992, 32, kKeys, 16));  // 31
     EXPECT_FALSE(kvc_pages_in_address_order(true, false, 256, 16, kKeys, 16));  // batch 1 x 8 x 16k: 16 a block
     EXPECT_TRUE(kvc_pages_in_address_order(true, false, 256, 1, kKeys, 16));    // 16 x 8 x 16k: 1024 pages
-    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 257, 1, kKeys, 16));   // 1028 pages: two windows
+    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 257, 1, kKeys, 16));   // 1028 pages of the block's tiles
     EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1024, 1, kKeys, 64));   // 64k keys: 1024 pages of 64
     EXPECT_FALSE(kvc_pages_in_address_order(true, false, 1024, 1, kKeys, 16));  // 16 x 8 x 64k page 16: 4096
     EXPECT_TRUE(kvc_pages_in_address_order(true, false, 512, 1, 32, 16));       // two kv heads a block: 1024 pages

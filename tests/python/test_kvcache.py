@@ -505,6 +505,8 @@ def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size,
     (16, dict(num_splits=1)),                                   # 561 pages: one wide window
     (16, dict(num_splits=1, seqlen_cache=20000)),               # 1249 pages: a wide window and part of a second
     (32, dict(num_splits=2, seqlen_cache=20000)),               # 312 pages a split: one wide window each
+    (16, dict(num_splits=1, seqlen_cache=36000)),               # 2249 pages: three wide windows, a buffer reused
+    (16, dict(num_splits=1, group="8")),                        # 8 kv heads a block: 8-key tiles, two a page
     (16, dict(num_splits=3, seqlen_q=4)),                       # splits; four query rows: the last tiles masked
     (48, dict(num_splits=1, window_size=(3000, 0))),            # 3 pieces a page; a window's first tiles masked
     (256, dict(num_splits=2, softcap=5.0)),                     # 4 tiles a page; the range cut to whole pages

@@ -170,7 +170,8 @@ template <int kPerLane>
 __device__ __forceinline__ void kvc_store_window(const int (&r)[kPerLane], int32_t* buffer, int lane) {
     static_assert(kPerLane % 4 == 0, "a lane's sorted values stored 4 at a time");
     __syncwarp();  // every lane's reads of the window this buffer held are done
-    // Lane l's values are elements l * kPerLane on: 16-byte stores, a quarter warp's to all 32 banks at once.
+    // Lane l's values are elements l * kPerLane on: 16-byte stores (with bank conflicts, two-way at 8 a lane and
+    // eight-way at 32: once a window, off the copies' path).
 #pragma unroll
     for (int j = 0; j < kPerLane; j += 4)
         *reinterpret_cast<int4*>(buffer + lane * kPerLane + j) = make_int4(r[j], r[j + 1], r[j + 2], r[j + 3]);
