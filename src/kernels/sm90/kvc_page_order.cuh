@@ -50,8 +50,7 @@ static_assert(kKvcOrderWidePages == kKvcOrderWindowPages, "the planner's rule co
 struct KvcPageOrder {
     bool active = false;
     bool wide = false;                 // windows of kKvcOrderWidePages, else of kKvcOrderPages
-    int window_shift = 0;              // log2 of a window's pages
-    int stages = 0;                    // ... and its sort's stages (the same number)
+    int window_shift = 0;              // log2 of a window's pages: also its sort's stages
     int tile_begin = 0, tile_end = 0;  // the block's tiles (counted from its first) whose pages are sorted
     int first_page = 0;                // the sequence's page (block-table column) of tile_begin's first key
     int pages = 0;                     // pages in the range
@@ -59,8 +58,9 @@ struct KvcPageOrder {
     int tiles_per_window = 0;
 
     __device__ __forceinline__ int windows() const { return (pages + (1 << window_shift) - 1) >> window_shift; }
+    __device__ __forceinline__ int stages() const { return window_shift; }
     // The tile after whose copies window w's sort runs its stage `stage` (one stage a tile, while the producer would
-    // wait for a free stage of its ring anyway): tiles 1 to `stages` for the first window (read at tile 0), and for
+    // wait for a free stage of its ring anyway): tiles 1 to stages() for the first window (read at tile 0), and for
     // window w > 0 the same tiles counted from window w - 1's first (read once window w - 1 is stored).
     __device__ __forceinline__ int stage_tile(int w, int stage) const {
         return (w == 0 ? 0 : tile_begin + (w - 1) * tiles_per_window) + 1 + stage;
@@ -95,10 +95,10 @@ __device__ __forceinline__ KvcPageOrder kvc_page_order(bool enabled, const KvcBl
     int begin = begin_after(kKvcOrderStages + 1);
     o.wide = (end - begin) / page_size > kKvcOrderPages;
     if (o.wide) begin = begin_after(kKvcOrderWideStages + 1);
-    o.window_shift = o.stages = o.wide ? kKvcOrderWideStages : kKvcOrderStages;
+    o.window_shift = o.wide ? kKvcOrderWideStages : kKvcOrderStages;
     o.tiles_per_window = (page_size << o.window_shift) / kpt;
     // A window of fewer tiles than the sort's stages (pages of 1 or 2 keys) would be needed before it is sorted.
-    if (end <= begin || o.tiles_per_window <= o.stages) return o;
+    if (end <= begin || o.tiles_per_window <= o.stages()) return o;
     o.tile_begin = begin / kpt - blk.tiles.begin;
     o.tile_end = end / kpt - blk.tiles.begin;
     o.first_page = begin / page_size;
@@ -176,6 +176,16 @@ __device__ __forceinline__ void kvc_store_window(const int (&r)[kPerLane], int32
     for (int j = 0; j < kPerLane; j += 4)
         *reinterpret_cast<int4*>(buffer + lane * kPerLane + j) = make_int4(r[j], r[j + 1], r[j + 2], r[j + 3]);
     __syncwarp();
+}
+
+// Calls f with the window's registers at the order's size: all kKvcOrderWidePerLane of `window` for a wide window,
+// else its first kKvcOrderPerLane.
+template <class F>
+__device__ __forceinline__ void kvc_with_window(const KvcPageOrder& o, int (&window)[kKvcOrderWidePerLane], F f) {
+    if (o.wide)
+        f(window);
+    else
+        f(reinterpret_cast<int(&)[kKvcOrderPerLane]>(window));
 }
 
 // Lane `lane`'s piece of tile i (counted from the block's first; o.tile_begin <= i < o.tile_end): its block number

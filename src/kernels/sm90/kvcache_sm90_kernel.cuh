@@ -260,27 +260,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // is not on the first copies' path.
         KvcPageOrder order;
         int32_t(*order_buffers)[kKvcOrderWidePages] = s.page_order[warp - T::kProducerWarp];  // this warp's windows
-        int window[kKvcOrderWidePerLane];     // the window being sorted (read a window ahead: kvc_read_window) ...
-        auto& narrow = reinterpret_cast<int(&)[kKvcOrderPerLane]>(window);  // ... its first registers, if small
+        int window[kKvcOrderWidePerLane];     // the window being sorted (read a window ahead: kvc_read_window)
         int sort_window = 0, sort_stage = 0;  // ... its index, and its sort's next stage
-        // The window's read, sort stage and store, for the order's window size.
         auto read_window = [&](int w) {
-            if (order.wide)
-                kvc_read_window(order, table_row, w, window, lane);
-            else
-                kvc_read_window(order, table_row, w, narrow, lane);
-        };
-        auto sort_stage_of_window = [&](int stage) {
-            if (order.wide)
-                warp_sort_stage(window, lane, stage);
-            else
-                warp_sort_stage(narrow, lane, stage);
-        };
-        auto store_window = [&](int32_t* buffer) {
-            if (order.wide)
-                kvc_store_window(window, buffer, lane);
-            else
-                kvc_store_window(narrow, buffer, lane);
+            kvc_with_window(order, window, [&](auto& r) { kvc_read_window(order, table_row, w, r, lane); });
         };
         const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
         if (marks) kvc_mark(kKvProducer);
@@ -341,9 +324,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                     kvc_hold(every);
                     kvc_mark(sort_window == 0 ? kKvOrderRead0 : kKvOrderRead1);
                 }
-                sort_stage_of_window(sort_stage);
-                if (++sort_stage == order.stages) {
-                    store_window(order_buffers[sort_window % kKvcOrderBuffers]);
+                kvc_with_window(order, window, [&](auto& r) { warp_sort_stage(r, lane, sort_stage); });
+                if (++sort_stage == order.stages()) {
+                    int32_t* buffer = order_buffers[sort_window % kKvcOrderBuffers];
+                    kvc_with_window(order, window, [&](auto& r) { kvc_store_window(r, buffer, lane); });
                     if (mark_window) kvc_mark(sort_window == 0 ? kKvOrderSorted0 : kKvOrderSorted1);
                     sort_stage = 0;
                     if (++sort_window < order.windows()) read_window(sort_window);
