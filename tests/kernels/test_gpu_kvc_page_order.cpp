@@ -3,7 +3,7 @@
 // that the tests of its numerics in tests/python/test_kvcache.py, which force it, cannot pass with the plan's flag
 // off; whether a block then orders its range is the kernel's own test, kvc_page_order), and that it gives the CPU
 // path's result. By default (or FLASHATTN_KVC_PAGE_ORDER=auto) where kvc_pages_in_address_order says (blocks of 32
-// key tiles or more, on up to 1024 pages of at most 64 rows); =1 takes it on every paged call without ALiBi, =0
+// key tiles or more, on up to 4096 pages of at most 64 rows); =1 takes it on every paged call without ALiBi, =0
 // nowhere.
 #include <gtest/gtest.h>
 

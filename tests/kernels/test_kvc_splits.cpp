@@ -134,7 +134,7 @@ TEST(KvcOneProducer, OneProducerWarpWhereABlocksTilesAllFitTheRings) {
     EXPECT_FALSE(kvc_one_producer(16, 0, kRingStages));
 }
 
-TEST(KvcPagesInAddressOrder, PagedBlocksOfThirtyTwoTilesUpToOneWindowOfSmallPagesWithoutAlibi) {
+TEST(KvcPagesInAddressOrder, PagedBlocksOfThirtyTwoTilesUpToFourWindowsOfSmallPagesWithoutAlibi) {
     constexpr int kKeys = 64;  // a tile's keys, one kv head a block
     EXPECT_TRUE(kvc_pages_in_address_order(true, false, 64, 1, kKeys, 16));     // 16 x 8 kv heads x 4k: 64 tiles
     EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1024, 32, kKeys, 16));  // 32 tiles a split
@@ -142,9 +142,11 @@ TEST(KvcPagesInAddressOrder, PagedBlocksOfThirtyTwoTilesUpToOneWindowOfSmallPage
     EXPECT_FALSE(kvc_pages_in_address_order(true, false, 992, 32, kKeys, 16));  // 31
     EXPECT_FALSE(kvc_pages_in_address_order(true, false, 256, 16, kKeys, 16));  // batch 1 x 8 x 16k: 16 a block
     EXPECT_TRUE(kvc_pages_in_address_order(true, false, 256, 1, kKeys, 16));    // 16 x 8 x 16k: 1024 pages
-    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 257, 1, kKeys, 16));   // 1028 pages of the block's tiles
+    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 257, 1, kKeys, 16));    // 1028 pages: two windows, merged
     EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1024, 1, kKeys, 64));   // 64k keys: 1024 pages of 64
-    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 1024, 1, kKeys, 16));  // 16 x 8 x 64k page 16: 4096
+    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1024, 1, kKeys, 16));   // 16 x 8 x 64k page 16: 4096
+    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 1025, 1, kKeys, 16));  // 4100 pages: past four windows
+    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 2048, 2, kKeys, 16));   // two splits of 4096 pages
     EXPECT_TRUE(kvc_pages_in_address_order(true, false, 512, 1, 32, 16));       // two kv heads a block: 1024 pages
     EXPECT_FALSE(kvc_pages_in_address_order(true, false, 64, 1, kKeys, 256));   // pages of 256: not measured
     EXPECT_FALSE(kvc_pages_in_address_order(false, false, 64, 1, kKeys, 0));    // dense

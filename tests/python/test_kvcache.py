@@ -503,10 +503,14 @@ def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size,
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("page_size,options", [
     (16, dict(num_splits=1)),                                   # 561 pages: one wide window
-    (16, dict(num_splits=1, seqlen_cache=20000)),               # 1249 pages: a wide window and part of a second
+    (16, dict(num_splits=1, seqlen_cache=20000)),               # 1249 pages: two wide windows, merged
     (32, dict(num_splits=2, seqlen_cache=20000)),               # 312 pages a split: one wide window each
-    (16, dict(num_splits=1, seqlen_cache=36000)),               # 2249 pages: three wide windows, a buffer reused
+    (16, dict(num_splits=1, seqlen_cache=36000)),               # 2249 pages: three wide windows, merged
+    (16, dict(num_splits=1, seqlen_cache=70000)),               # 4375 pages: five wide windows, one after another
+    (16, dict(num_splits=1, seqlen_cache=20000, producers="1")),  # merged, one producer warp sorting every window
+    (48, dict(num_splits=1, seqlen_cache=60000)),               # merged, 3 pieces a page
     (16, dict(num_splits=1, group="8")),                        # 8 kv heads a block: 8-key tiles, two a page
+    (16, dict(num_splits=1, group="8", seqlen_cache=20000)),    # ... merged
     (16, dict(num_splits=3, seqlen_q=4)),                       # splits; four query rows: the last tiles masked
     (48, dict(num_splits=1, window_size=(3000, 0))),            # 3 pieces a page; a window's first tiles masked
     (256, dict(num_splits=2, softcap=5.0)),                     # 4 tiles a page; the range cut to whole pages
@@ -515,15 +519,18 @@ def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size,
 ])
 def test_pages_in_address_order(device, page_size, options, monkeypatch):
     # The Hopper kernel reads the pages of a block's unmasked middle tiles in address order, windows of 256 or 1024
-    # pages sorted by its producer warps a stage a tile, here forced (FLASHATTN_KVC_PAGE_ORDER=1: every paged call
-    # without ALiBi; by default blocks of one window). Long sequences whose blocks span several windows, the last
-    # partial; splits, the masks and a window that leave tiles in table order at either end; pages of several pieces
+    # pages sorted by its producer warps a stage a tile (two to four wide windows all sorted first and merged as
+    # read), here forced (FLASHATTN_KVC_PAGE_ORDER=1: every paged call without ALiBi; by default blocks of up to four
+    # wide windows). Long sequences whose blocks span several windows, the last partial; one producer warp;
+    # splits, the masks and a window that leave tiles in table order at either end; pages of several pieces
     # and of several tiles. The caches are NaN outside the sequences: a page read twice or not at all, or one of another
     # sequence, moves the output far past the rule (16 keys of 9000 at least).
     options = dict(options)
     monkeypatch.setenv("FLASHATTN_KVC_PAGE_ORDER", "1")
     if "group" in options:
         monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", options.pop("group"))
+    if "producers" in options:
+        monkeypatch.setenv("FLASHATTN_KVC_ONE_PRODUCER", "1" if options.pop("producers") == "1" else "0")
     seqlen_q = options.pop("seqlen_q", 1)
     seqlen_cache = options.pop("seqlen_cache", 9000)
     check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,

@@ -8,8 +8,9 @@
 // translations and DRAM pages at a time. Measured on an H100 (bench/NOTES.md, "kv-cache: the page order, read ahead
 // and sorted a stage a tile"): at batch 16 x 8 kv heads x 4k keys, random 16-row pages read 105.1 us in this order
 // against 106.2 in table order; at 16 x 8 x 16k 365.9 against 370.4; at 64 x 8 x 4k 362.9 against 368.0. A block
-// of several windows gains nothing (each window's pages spread over the whole pool again), so the plan takes the
-// order where a block's pages fit one window.
+// read window after window gains nothing (each window's pages spread over the whole pool again), so a range of up to
+// kKvcOrderMergeWindows wide windows is sorted whole before its first tile (each window on its own, the two producer
+// warps sharing them) and the windows merged as the tiles are read (KvcMerge): the block then sweeps the pool once.
 //
 // Cost: each window's page numbers are read a window ahead (into registers), and sorted one bitonic stage a tile
 // while the producer would wait for a free stage of its ring anyway; sorted whole at one tile, the 2.8-4.3 us of the
@@ -42,14 +43,22 @@ constexpr int kKvcOrderWidePerLane = 32;                       // the same for t
 constexpr int kKvcOrderWidePages = 32 * kKvcOrderWidePerLane;
 constexpr int kKvcOrderWideStages = 10;
 constexpr int kKvcOrderBuffers = 2;                            // window w in buffer w % 2: the next sorted while in use
+// A merged range's windows (KvcPageOrder::merged): all sorted before its first tile, in one buffer each, the two
+// producer warps' buffers taken together (kKvcOrderProducers x kKvcOrderBuffers of them).
+constexpr int kKvcOrderProducers = 2;
+constexpr int kKvcOrderMergeWindows = kKvcOrderProducers * kKvcOrderBuffers;
 static_assert(1 << kKvcOrderStages == kKvcOrderPages && 1 << kKvcOrderWideStages == kKvcOrderWidePages,
               "a stage a power of two");
-static_assert(kKvcOrderWidePages == kKvcOrderWindowPages, "the planner's rule counts windows of this many pages");
+static_assert(kKvcOrderWidePages == kKvcOrderWindowPages &&
+                  kKvcOrderMergeWindows * kKvcOrderWidePages == kKvcOrderMergedPages,
+              "the planner's rule counts windows of this many pages");
 
 // The range of a block's tiles read in address order, and how its pieces map to its pages.
 struct KvcPageOrder {
     bool active = false;
     bool wide = false;                 // windows of kKvcOrderWidePages, else of kKvcOrderPages
+    bool merged = false;               // wide windows, every one sorted before tile_begin and merged as read (KvcMerge)
+    int producers = 1;                 // the warps sharing a merged range's sorts: warp p sorts windows p, p + 2, ...
     int window_shift = 0;              // log2 of a window's pages: also its sort's stages
     int tile_begin = 0, tile_end = 0;  // the block's tiles (counted from its first) whose pages are sorted
     int first_page = 0;                // the sequence's page (block-table column) of tile_begin's first key
@@ -61,18 +70,24 @@ struct KvcPageOrder {
     __device__ __forceinline__ int stages() const { return window_shift; }
     // The tile after whose copies window w's sort runs its stage `stage` (one stage a tile, while the producer would
     // wait for a free stage of its ring anyway): tiles 1 to stages() for the first window (read at tile 0), and for
-    // window w > 0 the same tiles counted from window w - 1's first (read once window w - 1 is stored).
+    // window w > 0 the same tiles counted from window w - 1's first (read once window w - 1 is stored). Merged, a
+    // warp's windows one after the other from tile 1 (each read once the one before it is stored).
     __device__ __forceinline__ int stage_tile(int w, int stage) const {
+        if (merged) return 1 + w / producers * stages() + stage;
         return (w == 0 ? 0 : tile_begin + (w - 1) * tiles_per_window) + 1 + stage;
     }
+    // The windows producer warp `producer` sorts: from first_window(producer) on, every window_step()-th.
+    __device__ __forceinline__ int first_window(int producer) const { return merged ? producer : 0; }
+    __device__ __forceinline__ int window_step() const { return merged ? producers : 1; }
 };
 
 // keys_per_tile and piece_rows are powers of two up to 64; piece_rows divides page_size (kvc_box_rows). natural: the
 // first tiles that go out in table order whatever the order (the rings' depth); the first window's sort takes more.
-// In 32-bit arithmetic: the producers work this out between their first copies, where code of its own is fetched
-// cold (an L2 flushed before the call) and every instruction counts.
+// producers: the block's producer warps (1 or 2), which share a merged range's sorts. In 32-bit arithmetic: the
+// producers work this out between their first copies, where code of its own is fetched cold (an L2 flushed before
+// the call) and every instruction counts.
 __device__ __forceinline__ KvcPageOrder kvc_page_order(bool enabled, const KvcBlock& blk, int keys_per_tile,
-                                                       int page_size, int piece_rows, int natural) {
+                                                       int page_size, int piece_rows, int natural, int producers) {
     KvcPageOrder o;
     // Positions are keys from 0 (pages start at whole keys); lengths near 2^31 keys, and pages whose window's keys
     // would be past it, are left in table order.
@@ -95,6 +110,14 @@ __device__ __forceinline__ KvcPageOrder kvc_page_order(bool enabled, const KvcBl
     int begin = begin_after(kKvcOrderStages + 1);
     o.wide = (end - begin) / page_size > kKvcOrderPages;
     if (o.wide) begin = begin_after(kKvcOrderWideStages + 1);
+    if (o.wide && (end - begin) / page_size > kKvcOrderWidePages) {
+        // Several wide windows: the range starts once every warp has sorted its share of the most a merge takes
+        // (more windows than that are read one after the other, as the narrow ones are).
+        o.producers = producers;
+        begin = begin_after((kKvcOrderMergeWindows + producers - 1) / producers * kKvcOrderWideStages + 1);
+        const int pages = (end - begin) / page_size;
+        o.merged = pages > kKvcOrderWidePages && pages <= kKvcOrderMergeWindows * kKvcOrderWidePages;
+    }
     o.window_shift = o.wide ? kKvcOrderWideStages : kKvcOrderStages;
     o.tiles_per_window = (page_size << o.window_shift) / kpt;
     // A window of fewer tiles than the sort's stages (pages of 1 or 2 keys) would be needed before it is sorted.
@@ -200,5 +223,49 @@ __device__ __forceinline__ KvcPiece kvc_ordered_piece(const KvcPageOrder& o,
     return KvcPiece{buffers[(page >> o.window_shift) % kKvcOrderBuffers][page & ((1 << o.window_shift) - 1)],
                     piece % o.pieces_per_page * o.piece_rows};
 }
+
+// A merged range (KvcPageOrder::merged): its windows, each sorted into one of `windows`, merged as the tiles are read,
+// in order. Every lane runs the same merge (the state is warp-uniform): a tile's pages come out one at a time, the
+// smallest of the windows' heads, and each lane keeps its own piece's. A page that a tile begins and a later one
+// goes on with (pages longer than a tile) is the last one merged.
+struct KvcMerge {
+    int next[kKvcOrderMergeWindows];  // each window's next entry
+    int head[kKvcOrderMergeWindows];  // ... its value (INT_MAX past the window's pages, or past the windows)
+    int merged;                       // the range's pages merged so far
+    int last;                         // the last one's block number
+
+    __device__ __forceinline__ void start(const KvcPageOrder& o, const int32_t (*windows)[kKvcOrderWidePages]) {
+#pragma unroll
+        for (int w = 0; w < kKvcOrderMergeWindows; ++w) {
+            next[w] = 1;
+            head[w] = w < o.windows() ? windows[w][0] : INT_MAX;
+        }
+        merged = 0, last = 0;
+    }
+
+    // Lane `lane`'s piece of tile i, as kvc_ordered_piece gives it for a range of one window. Tiles in order.
+    __device__ __forceinline__ KvcPiece piece(const KvcPageOrder& o, const int32_t (*windows)[kKvcOrderWidePages],
+                                              int i, int lane) {
+        const int first_piece = (i - o.tile_begin) * o.pieces_per_tile, piece = first_piece + lane;
+        const int mine = piece / o.pieces_per_page;                                // this lane's page in the range
+        const int upto = (first_piece + o.pieces_per_tile - 1) / o.pieces_per_page;  // the tile's last page
+        int block = last;
+        while (merged <= upto) {
+            int v = head[0], which = 0;
+#pragma unroll
+            for (int w = 1; w < kKvcOrderMergeWindows; ++w)
+                if (head[w] < v) v = head[w], which = w;
+            if (mine == merged) block = v;
+#pragma unroll
+            for (int w = 0; w < kKvcOrderMergeWindows; ++w)
+                if (w == which) {
+                    head[w] = next[w] < kKvcOrderWidePages ? windows[w][next[w]] : INT_MAX;
+                    ++next[w];
+                }
+            last = v, ++merged;
+        }
+        return KvcPiece{block, piece % o.pieces_per_page * o.piece_rows};
+    }
+};
 
 }  // namespace flashattn::kernels

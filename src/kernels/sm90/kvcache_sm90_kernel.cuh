@@ -17,7 +17,7 @@
 // products have read the stage. Caches are read through a 4-D tensor map (head dim, cache position, kv head, cache
 // entry): dense ones of one kv head a block in whole tiles; paged ones, and any of several kv heads a block, in pieces
 // (kvc_box_rows: 16 or 8 rows with several kv heads, else the most rows up to a tile that divide the page size), each
-// at its page's block. Where the plan asks (KvcPlan::pages_in_address_order: blocks of one window of pages), the
+// at its page's block. Where the plan asks (KvcPlan::pages_in_address_order: blocks of up to 4096 pages), the
 // producers take the pages of the unmasked middle tiles in address order rather than table order (kvc_page_order.cuh).
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
@@ -71,8 +71,9 @@ struct KvcSm90Smem {
     alignas(kSm90SmemAlign) Elem k[T::kKStages][T::kBoxes][T::kKvBoxElems];
     alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxesV][T::kKvBoxElems];
     uint64_t k_full[T::kKStages], v_full[T::kVStages], k_empty[T::kKStages], v_empty[T::kVStages];
-    // Paged caches read in address order (kvc_page_order.cuh): each producer warp's sorted windows.
-    alignas(16) int32_t page_order[2][kKvcOrderBuffers][kKvcOrderWidePages];
+    // Paged caches read in address order (kvc_page_order.cuh): each producer warp's sorted windows (a merged range's
+    // windows all of them, one each).
+    alignas(16) int32_t page_order[kKvcOrderProducers][kKvcOrderBuffers][kKvcOrderWidePages];
 };
 template <class T>
 constexpr int kvc_sm90_smem_bytes() {
@@ -193,9 +194,11 @@ __device__ __forceinline__ void kvc_row_columns(bool all_columns, int cols_left,
     }
 }
 
-// The named barrier between the two producer warps (KvcPlan::k_first): K's first tile has gone out. The consumers'
-// own is 1.
+// The named barriers between the two producer warps: K's first tile has gone out (KvcPlan::k_first); and, a merged
+// page order's (KvcPageOrder::merged), warp p's windows are sorted and stored (kKvcOrderSortedBarrier + p). The
+// consumers' own is 1.
 constexpr int kKvcKFirstBarrier = 2;
+constexpr int kKvcOrderSortedBarrier = 3;
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
@@ -259,7 +262,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // both rings take (the same range for both warps). Worked out once tile 0's copies have gone out: its code
         // is not on the first copies' path.
         KvcPageOrder order;
-        int32_t(*order_buffers)[kKvcOrderWidePages] = s.page_order[warp - T::kProducerWarp];  // this warp's windows
+        const int producer = warp - T::kProducerWarp, producers = issue_k && issue_v ? 1 : kKvcOrderProducers;
+        int32_t(*order_buffers)[kKvcOrderWidePages] = s.page_order[producer];  // this warp's windows
+        int32_t(*merge_buffers)[kKvcOrderWidePages] = s.page_order[0];        // a merged range's: both warps'
+        KvcMerge merge;
         int window[kKvcOrderWidePerLane];     // the window being sorted (read a window ahead: kvc_read_window)
         int sort_window = 0, sort_stage = 0;  // ... its index, and its sort's next stage
         auto read_window = [&](int w) {
@@ -277,7 +283,18 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
             if (marks && i == 0) kvc_hold(pieces), kvc_mark(kKvPieces);
             if (order.active && i >= order.tile_begin && i < order.tile_end) {
-                const KvcPiece piece = kvc_ordered_piece(order, order_buffers, i, lane);
+                if (order.merged && i == order.tile_begin) {
+                    // The other warp's windows are stored (long since: they were sorted by tile_begin - 1).
+                    if (producers > 1) {
+                        if (producer == 0)
+                            ptx::named_barrier_sync<kKvcOrderSortedBarrier + 1>(64);
+                        else
+                            ptx::named_barrier_sync<kKvcOrderSortedBarrier>(64);
+                    }
+                    merge.start(order, merge_buffers);
+                }
+                const KvcPiece piece = order.merged ? merge.piece(order, merge_buffers, i, lane)
+                                                    : kvc_ordered_piece(order, order_buffers, i, lane);
                 where = piece.block, row = piece.row;
             } else if (table_row) {
                 where = lane < pieces ? table_row[row / p.page_size] : 0;
@@ -310,8 +327,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             }
             if (i == 0) {
                 order = kvc_page_order(plan.pages_in_address_order && table_row, blk, keys_per_tile, p.page_size,
-                                       piece_rows, max(ahead_k, ahead_v));
-                if (order.active) read_window(0);
+                                       piece_rows, max(ahead_k, ahead_v), producers);
+                sort_window = order.first_window(producer);
+                if (order.active) read_window(sort_window);
             }
             // One stage of the order's sort a tile (KvcPageOrder::stage_tile); a window sorted is stored, and the
             // next one read.
@@ -326,11 +344,20 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 }
                 kvc_with_window(order, window, [&](auto& r) { warp_sort_stage(r, lane, sort_stage); });
                 if (++sort_stage == order.stages()) {
-                    int32_t* buffer = order_buffers[sort_window % kKvcOrderBuffers];
+                    int32_t* buffer = order.merged ? merge_buffers[sort_window]
+                                                   : order_buffers[sort_window % kKvcOrderBuffers];
                     kvc_with_window(order, window, [&](auto& r) { kvc_store_window(r, buffer, lane); });
                     if (mark_window) kvc_mark(sort_window == 0 ? kKvOrderSorted0 : kKvOrderSorted1);
                     sort_stage = 0;
-                    if (++sort_window < order.windows()) read_window(sort_window);
+                    sort_window += order.window_step();
+                    if (sort_window < order.windows())
+                        read_window(sort_window);
+                    else if (order.merged && producers > 1) {  // this warp's share is stored: the other may merge
+                        if (producer == 0)
+                            ptx::named_barrier_arrive<kKvcOrderSortedBarrier>(64);
+                        else
+                            ptx::named_barrier_arrive<kKvcOrderSortedBarrier + 1>(64);
+                    }
                 }
             }
         }
