@@ -533,6 +533,8 @@ def test_pages_in_address_order(device, page_size, options, monkeypatch):
         monkeypatch.setenv("FLASHATTN_KVC_ONE_PRODUCER", "1" if options.pop("producers") == "1" else "0")
     seqlen_q = options.pop("seqlen_q", 1)
     seqlen_cache = options.pop("seqlen_cache", 9000)
+    if device == "cpu" and seqlen_cache > 20000:
+        pytest.skip("the page order is the GPU kernel's; the shorter cases cover the CPU path's paging")
     check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,
           seqlen_cache=seqlen_cache, seqlen_new=seqlen_q, lengths=[seqlen_cache - 10, 4500, 1700], page_size=page_size,
           causal=True, nan_past_lengths=True, **options)
