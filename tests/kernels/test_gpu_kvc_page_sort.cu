@@ -116,6 +116,7 @@ class GpuKvcPageSort : public GpuTest {
         std::shuffle(pool.begin(), pool.end(), rng);
         const std::vector<int32_t> row(pool.begin(), pool.begin() + pages);
         const int pieces = pages * pieces_per_page, tiles = pieces / pieces_per_tile;
+        ASSERT_EQ(tiles * pieces_per_tile, pieces) << "the range is whole tiles";
         DeviceBuffer d_row(row.size() * sizeof(int32_t)), d_blocks(pieces * sizeof(int32_t)),
             d_rows(pieces * sizeof(int32_t));
         d_row.upload(row.data(), row.size() * sizeof(int32_t));
@@ -149,7 +150,7 @@ TEST_F(GpuKvcPageSort, WindowsOf1024PagesComeOutAscending) {
 }
 
 TEST_F(GpuKvcPageSort, MergedWindowsComeOutAscending) {
-    check_merge(1025, 4, 1, 11);      // two windows, one page a piece (pages of 16, tiles of 64 keys)
+    check_merge(1028, 4, 1, 11);      // two windows, one page a piece (pages of 16, tiles of 64 keys)
     check_merge(2000, 4, 4, 12);      // one page a tile
     check_merge(3 * 1024, 2, 1, 13);  // three full windows
     check_merge(4096, 4, 1, 14);      // four, the most
