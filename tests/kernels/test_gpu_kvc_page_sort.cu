@@ -3,10 +3,9 @@
 // it (kvc_store_window), and the test checks the buffer against std::sort. The attention tests cannot see this: any
 // compare-exchange network gives a permutation of the pages, and attention does not depend on the keys' order, so a
 // wrong network would only read slower. Both window sizes (8 and 32 values a lane), full and partial windows (the
-// rest INT_MAX), a second window of a row, and repeated values. Then a merged range (KvcMerge): two to four wide
-// windows sorted, then merged a tile at a time, for pages of one or several pieces and pages longer than a tile,
-// checked piece by piece against the whole range sorted. The functions use warp shuffles and shared memory alone, so
-// this runs on any GPU the tests run on.
+// rest INT_MAX), a second window of a row, and repeated values. Then a merged range sorted whole (two to four wide
+// windows sorted, then merged by kvc_merge_step's passes and cleans), by one warp and by two with their barriers.
+// The functions use warp shuffles, shared memory and named barriers alone, so this runs on any GPU the tests run on.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -42,33 +41,39 @@ __global__ void __launch_bounds__(kWarp) sort_window_kernel(const int32_t* row, 
     for (int i = lane; i < kPages; i += kWarp) out[i] = buffer[i];
 }
 
-// A merged range of `pages` block numbers (from the row's start): every window sorted and stored, then `tiles` tiles
-// of pieces_per_tile pieces merged; piece j's block number to blocks[j], its first row to rows[j].
-__global__ void __launch_bounds__(kWarp) merge_kernel(const int32_t* row, int pages, int tiles, int pieces_per_tile,
-                                                      int pieces_per_page, int32_t* blocks, int32_t* rows) {
-    __shared__ alignas(16) int32_t windows[kernels::kKvcOrderMergeWindows][kernels::kKvcOrderWidePages];
-    const int lane = threadIdx.x;
+// A merged range of `pages` block numbers (from the row's start) sorted whole by kWarps warps as the kernel's
+// producers do it: each warp's windows sorted and stored, then its steps of the merge (kvc_merge_step) with their
+// barriers; the run (kKvcOrderMergeWindows wide windows) to `out`.
+template <int kWarps>
+__global__ void __launch_bounds__(kWarp * kWarps) merge_kernel(const int32_t* row, int pages, int32_t* out) {
+    constexpr int kBarrier = 1;
+    __shared__ alignas(16) int32_t run[kernels::kKvcOrderMergeWindows][kernels::kKvcOrderWidePages];
+    const int lane = threadIdx.x % kWarp;
     kernels::KvcPageOrder order;
     order.active = order.wide = order.merged = true;
     order.window_shift = kernels::kKvcOrderWideStages;
     order.pages = pages;
-    order.piece_rows = 16;
-    order.pieces_per_tile = pieces_per_tile, order.pieces_per_page = pieces_per_page;
-    for (int w = 0; w < order.windows(); ++w) {
-        int r[kernels::kKvcOrderWidePerLane];
+    order.producers = kWarps, order.producer = threadIdx.x / kWarp;
+    int r[kernels::kKvcOrderWidePerLane];
+    for (int w = order.first_window(); w < order.sort_end(); ++w) {
         kernels::kvc_read_window(order, row, w, r, lane);
         for (int stage = 0; stage < order.stages(); ++stage) kernels::warp_sort_stage(r, lane, stage);
-        kernels::kvc_store_window(r, windows[w], lane);
+        kernels::kvc_store_window(r, run[w], lane);
     }
-    kernels::KvcMerge merge;
-    merge.start(order, windows);
-    for (int i = 0; i < tiles; ++i) {
-        const kernels::KvcPiece piece = merge.piece(order, windows, i, lane);
-        if (lane < pieces_per_tile) {
-            blocks[i * pieces_per_tile + lane] = piece.block;
-            rows[i * pieces_per_tile + lane] = piece.row;
+    for (int step = 0; step < order.merge_steps(); ++step) {
+        const kernels::KvcMergeStep m = kernels::kvc_merge_step(order, step);
+        if (m.wait >= 0) kernels::kvc_merge_wait<kBarrier>(order, m.wait);
+        if (m.pass_a >= 0) kernels::kvc_window_pass(run[0], m.pass_a, m.pass_b, m.reversed, lane);
+        if (m.clean >= 0) {
+            kernels::kvc_load_window(run[0], m.clean, r, lane);
+            kernels::warp_sort_stage(r, lane, kernels::kKvcCleanStage);
+            kernels::kvc_store_window(r, run[m.clean], lane);
         }
+        if (m.arrive >= 0) kernels::kvc_merge_arrive<kBarrier>(order, m.arrive);
     }
+    if (kWarps > 1) kernels::kvc_merge_wait<kBarrier>(order, 2);
+    __syncthreads();
+    for (int i = threadIdx.x; i < kernels::kKvcOrderMergedPages; i += blockDim.x) out[i] = run[0][i];
 }
 
 class GpuKvcPageSort : public GpuTest {
@@ -105,35 +110,29 @@ class GpuKvcPageSort : public GpuTest {
         for (int i = 0; i < kPages; ++i) ASSERT_EQ(got[i], want[i]) << "entry " << i;
     }
 
-    // A merged range of `pages` distinct block numbers, read in tiles of pieces_per_tile pieces of 16 rows, pages of
-    // pieces_per_page (whole tiles: the kernel's range is whole pages and whole tiles).
-    void check_merge(int pages, int pieces_per_tile, int pieces_per_page, uint64_t seed) {
-        SCOPED_TRACE("a merged range of " + std::to_string(pages) + " pages, " + std::to_string(pieces_per_tile) +
-                     " pieces a tile, " + std::to_string(pieces_per_page) + " a page");
+    // A merged range of `pages` distinct block numbers sorted whole by kWarps warps: the run is the range sorted,
+    // then INT_MAX.
+    template <int kWarps>
+    void check_merge(int pages, uint64_t seed) {
+        SCOPED_TRACE("a merged range of " + std::to_string(pages) + " pages, " + std::to_string(kWarps) + " warps");
+        constexpr int kRun = static_cast<int>(kernels::kKvcOrderMergedPages);
         std::mt19937_64 rng(seed);
         std::vector<int32_t> pool(static_cast<size_t>(4 * pages));
         std::iota(pool.begin(), pool.end(), 0);
         std::shuffle(pool.begin(), pool.end(), rng);
         const std::vector<int32_t> row(pool.begin(), pool.begin() + pages);
-        const int pieces = pages * pieces_per_page, tiles = pieces / pieces_per_tile;
-        ASSERT_EQ(tiles * pieces_per_tile, pieces) << "the range is whole tiles";
-        DeviceBuffer d_row(row.size() * sizeof(int32_t)), d_blocks(pieces * sizeof(int32_t)),
-            d_rows(pieces * sizeof(int32_t));
+        DeviceBuffer d_row(row.size() * sizeof(int32_t)), d_out(kRun * sizeof(int32_t));
         d_row.upload(row.data(), row.size() * sizeof(int32_t));
-        d_blocks.poison(), d_rows.poison();
-        merge_kernel<<<1, kWarp>>>(static_cast<const int32_t*>(d_row.data()), pages, tiles, pieces_per_tile,
-                                   pieces_per_page, static_cast<int32_t*>(d_blocks.data()),
-                                   static_cast<int32_t*>(d_rows.data()));
+        d_out.poison();
+        merge_kernel<kWarps><<<1, kWarp * kWarps>>>(static_cast<const int32_t*>(d_row.data()), pages,
+                                                    static_cast<int32_t*>(d_out.data()));
         cuda_sync_check("the merge");
-        std::vector<int32_t> blocks(pieces), rows(pieces);
-        d_blocks.download(blocks.data(), pieces * sizeof(int32_t));
-        d_rows.download(rows.data(), pieces * sizeof(int32_t));
+        std::vector<int32_t> got(kRun);
+        d_out.download(got.data(), kRun * sizeof(int32_t));
         std::vector<int32_t> want(row);
         std::sort(want.begin(), want.end());
-        for (int j = 0; j < pieces; ++j) {
-            ASSERT_EQ(blocks[j], want[j / pieces_per_page]) << "piece " << j;
-            ASSERT_EQ(rows[j], j % pieces_per_page * 16) << "piece " << j;
-        }
+        want.resize(kRun, INT_MAX);
+        for (int i = 0; i < kRun; ++i) ASSERT_EQ(got[i], want[i]) << "entry " << i;
     }
 };
 
@@ -149,14 +148,11 @@ TEST_F(GpuKvcPageSort, WindowsOf1024PagesComeOutAscending) {
     check<kernels::kKvcOrderWidePerLane>(1024, 0, true, 10);
 }
 
-TEST_F(GpuKvcPageSort, MergedWindowsComeOutAscending) {
-    check_merge(1028, 4, 1, 11);      // two windows, one page a piece (pages of 16, tiles of 64 keys)
-    check_merge(2000, 4, 4, 12);      // one page a tile
-    check_merge(3 * 1024, 2, 1, 13);  // three full windows
-    check_merge(4096, 4, 1, 14);      // four, the most
-    check_merge(3000, 1, 2, 15);      // pages of two tiles (8 kv heads a block: tiles of 8 keys)
-    check_merge(2400, 4, 2, 16);      // two pages a tile
-    check_merge(1500, 4, 3, 17);      // pages of three pieces (48 rows): a page across two tiles
+TEST_F(GpuKvcPageSort, MergedRangesComeOutAscending) {
+    for (int pages : {1025, 2000, 2048, 3000, 4096}) {  // two to four windows, the last partial or full
+        check_merge<1>(pages, uint64_t(pages));
+        check_merge<2>(pages, uint64_t(pages) + 1);
+    }
 }
 
 }  // namespace

@@ -85,6 +85,14 @@ __device__ __forceinline__ int32_t ld_global_nc_early_s32(const int32_t* gmem) {
     return v;
 }
 
+// 4-byte shared load by its 32-bit address (ld.shared): where the compiler cannot tell that a pointer is into shared
+// memory it emits a generic load.
+__device__ __forceinline__ int32_t ld_shared_s32(uint32_t addr) {
+    int32_t v;
+    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+    return v;
+}
+
 __device__ __forceinline__ uint4 ld_shared_16(uint32_t addr) {
     uint4 v;
     asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));

@@ -171,7 +171,7 @@ FLASHATTN_HD constexpr bool kvc_one_producer(int64_t key_tiles, int num_splits, 
 // Pages in address order (KvcPlan::pages_in_address_order, the Hopper kernel's paged caches), by default where it
 // pays (FLASHATTN_KVC_PAGE_ORDER=0 turns it off, =1 on for every paged call without ALiBi): blocks of at least
 // kKvcOrderMinTiles key tiles (key_tiles over num_splits, of keys_per_tile keys) whose pages fit the windows the kernel
-// sorts before its range (kKvcOrderMergedPages: four of its wide windows, merged as read), pages of at most
+// sorts before its range (kKvcOrderMergedPages: four of its wide windows, merged into one run), pages of at most
 // kKvcOrderMaxPageRows rows, and no ALiBi slope (it needs the keys' positions). Measured on an H100 (bench/NOTES.md,
 // "kv-cache: the page order, read ahead and sorted a stage a tile"), graph-replayed, by this rule against table order:
 // 16 x 8 kv heads x 4k keys, page 16: 105.1 against 106.2 us; 16 x 8 x 16k page 16 (one window of 1024 pages): 365.9

@@ -8,9 +8,10 @@
 // translations and DRAM pages at a time. Measured on an H100 (bench/NOTES.md, "kv-cache: the page order, read ahead
 // and sorted a stage a tile"): at batch 16 x 8 kv heads x 4k keys, random 16-row pages read 105.1 us in this order
 // against 106.2 in table order; at 16 x 8 x 16k 365.9 against 370.4; at 64 x 8 x 4k 362.9 against 368.0. A block
-// read window after window gains nothing (each window's pages spread over the whole pool again), so a range of up to
-// kKvcOrderMergeWindows wide windows is sorted whole before its first tile (each window on its own, the two producer
-// warps sharing them) and the windows merged as the tiles are read (KvcMerge): the block then sweeps the pool once.
+// read window after window gains nothing (each window's pages spread over the whole pool again), so a range of two to
+// kKvcOrderMergeWindows wide windows is sorted whole before its first tile: each window on its own, then the windows
+// merged by the bitonic network's last stages (kvc_merge_step), the two producer warps sharing the work. The block
+// then sweeps the pool once, and a tile's pages are looked up as in one window.
 //
 // Cost: each window's page numbers are read a window ahead (into registers), and sorted one bitonic stage a tile
 // while the producer would wait for a free stage of its ring anyway; sorted whole at one tile, the 2.8-4.3 us of the
@@ -30,6 +31,7 @@
 
 #include "kernels/sm80/kvcache_common.cuh"
 #include "kernels/sm80/kvcache_plan.h"
+#include "kernels/common/ptx_sm90.cuh"
 
 namespace flashattn::kernels {
 
@@ -43,10 +45,13 @@ constexpr int kKvcOrderWidePerLane = 32;                       // the same for t
 constexpr int kKvcOrderWidePages = 32 * kKvcOrderWidePerLane;
 constexpr int kKvcOrderWideStages = 10;
 constexpr int kKvcOrderBuffers = 2;                            // window w in buffer w % 2: the next sorted while in use
-// A merged range's windows (KvcPageOrder::merged): all sorted before its first tile, in one buffer each, the two
-// producer warps' buffers taken together (kKvcOrderProducers x kKvcOrderBuffers of them).
+// A merged range (KvcPageOrder::merged): kKvcOrderMergeWindows wide windows sorted whole, into the two producer warps'
+// buffers taken together (kKvcOrderProducers x kKvcOrderBuffers of them); windows past the range's pages hold INT_MAX.
 constexpr int kKvcOrderProducers = 2;
 constexpr int kKvcOrderMergeWindows = kKvcOrderProducers * kKvcOrderBuffers;
+// The merge's steps after a warp's windows are sorted (kvc_merge_step): with two warps, each merges its two windows
+// (3 steps), then their halves of the last level (4); one warp does it all (14).
+constexpr int kKvcMergeStepsTwoWarps = 7, kKvcMergeStepsOneWarp = 14;
 static_assert(1 << kKvcOrderStages == kKvcOrderPages && 1 << kKvcOrderWideStages == kKvcOrderWidePages,
               "a stage a power of two");
 static_assert(kKvcOrderWidePages == kKvcOrderWindowPages &&
@@ -57,8 +62,8 @@ static_assert(kKvcOrderWidePages == kKvcOrderWindowPages &&
 struct KvcPageOrder {
     bool active = false;
     bool wide = false;                 // windows of kKvcOrderWidePages, else of kKvcOrderPages
-    bool merged = false;               // wide windows, every one sorted before tile_begin and merged as read (KvcMerge)
-    int producers = 1;                 // the warps sharing a merged range's sorts: warp p sorts windows p, p + 2, ...
+    bool merged = false;               // kKvcOrderMergeWindows wide windows sorted whole before tile_begin
+    int producers = 1, producer = 0;   // merged: the warps sharing the sort, and this one's index
     int window_shift = 0;              // log2 of a window's pages: also its sort's stages
     int tile_begin = 0, tile_end = 0;  // the block's tiles (counted from its first) whose pages are sorted
     int first_page = 0;                // the sequence's page (block-table column) of tile_begin's first key
@@ -68,26 +73,38 @@ struct KvcPageOrder {
 
     __device__ __forceinline__ int windows() const { return (pages + (1 << window_shift) - 1) >> window_shift; }
     __device__ __forceinline__ int stages() const { return window_shift; }
+    // The windows this warp sorts: [first_window(), sort_end()); merged, warp p of two its pair 2p and 2p + 1.
+    __device__ __forceinline__ int first_window() const {
+        return merged ? producer * (kKvcOrderMergeWindows / producers) : 0;
+    }
+    __device__ __forceinline__ int sort_end() const {
+        return merged ? first_window() + kKvcOrderMergeWindows / producers : windows();
+    }
     // The tile after whose copies window w's sort runs its stage `stage` (one stage a tile, while the producer would
     // wait for a free stage of its ring anyway): tiles 1 to stages() for the first window (read at tile 0), and for
     // window w > 0 the same tiles counted from window w - 1's first (read once window w - 1 is stored). Merged, a
-    // warp's windows one after the other from tile 1 (each read once the one before it is stored).
+    // warp's windows one after the other from tile 1 (each read once the one before it is stored), then the merge's
+    // steps, one a tile (merge_tile).
     __device__ __forceinline__ int stage_tile(int w, int stage) const {
-        if (merged) return 1 + w / producers * stages() + stage;
+        if (merged) return 1 + (w - first_window()) * stages() + stage;
         return (w == 0 ? 0 : tile_begin + (w - 1) * tiles_per_window) + 1 + stage;
     }
-    // The windows producer warp `producer` sorts: from first_window(producer) on, every window_step()-th.
-    __device__ __forceinline__ int first_window(int producer) const { return merged ? producer : 0; }
-    __device__ __forceinline__ int window_step() const { return merged ? producers : 1; }
+    __device__ __forceinline__ int merge_steps() const {
+        return producers == 1 ? kKvcMergeStepsOneWarp : kKvcMergeStepsTwoWarps;
+    }
+    __device__ __forceinline__ int merge_tile(int step) const {
+        return 1 + (sort_end() - first_window()) * stages() + step;
+    }
 };
 
 // keys_per_tile and piece_rows are powers of two up to 64; piece_rows divides page_size (kvc_box_rows). natural: the
 // first tiles that go out in table order whatever the order (the rings' depth); the first window's sort takes more.
-// producers: the block's producer warps (1 or 2), which share a merged range's sorts. In 32-bit arithmetic: the
-// producers work this out between their first copies, where code of its own is fetched cold (an L2 flushed before
-// the call) and every instruction counts.
+// producers: the block's producer warps (1 or 2), which share a merged range's sort; producer: this warp's index. In
+// 32-bit arithmetic: the producers work this out between their first copies, where code of its own is fetched cold
+// (an L2 flushed before the call) and every instruction counts.
 __device__ __forceinline__ KvcPageOrder kvc_page_order(bool enabled, const KvcBlock& blk, int keys_per_tile,
-                                                       int page_size, int piece_rows, int natural, int producers) {
+                                                       int page_size, int piece_rows, int natural, int producers,
+                                                       int producer) {
     KvcPageOrder o;
     // Positions are keys from 0 (pages start at whole keys); lengths near 2^31 keys, and pages whose window's keys
     // would be past it, are left in table order.
@@ -111,10 +128,12 @@ __device__ __forceinline__ KvcPageOrder kvc_page_order(bool enabled, const KvcBl
     o.wide = (end - begin) / page_size > kKvcOrderPages;
     if (o.wide) begin = begin_after(kKvcOrderWideStages + 1);
     if (o.wide && (end - begin) / page_size > kKvcOrderWidePages) {
-        // Several wide windows: the range starts once every warp has sorted its share of the most a merge takes
-        // (more windows than that are read one after the other, as the narrow ones are).
-        o.producers = producers;
-        begin = begin_after((kKvcOrderMergeWindows + producers - 1) / producers * kKvcOrderWideStages + 1);
+        // Several wide windows: sorted whole where they are at most kKvcOrderMergeWindows, the range starting once
+        // every warp has sorted its windows and merged them (more are read one window after another, as narrow ones).
+        o.producers = producers, o.producer = producer;
+        const int sort_tiles = kKvcOrderMergeWindows / producers * kKvcOrderWideStages +
+                               (producers == 1 ? kKvcMergeStepsOneWarp : kKvcMergeStepsTwoWarps);
+        begin = begin_after(sort_tiles + 1);
         const int pages = (end - begin) / page_size;
         o.merged = pages > kKvcOrderWidePages && pages <= kKvcOrderMergeWindows * kKvcOrderWidePages;
     }
@@ -212,7 +231,7 @@ __device__ __forceinline__ void kvc_with_window(const KvcPageOrder& o, int (&win
 }
 
 // Lane `lane`'s piece of tile i (counted from the block's first; o.tile_begin <= i < o.tile_end): its block number
-// (from the sorted window in `buffers`) and its first row in that page.
+// (from the sorted window in `buffers`, or a merged range's run over all of them) and its first row in that page.
 struct KvcPiece {
     int block, row;
 };
@@ -220,52 +239,118 @@ __device__ __forceinline__ KvcPiece kvc_ordered_piece(const KvcPageOrder& o,
                                                       const int32_t (*buffers)[kKvcOrderWidePages], int i, int lane) {
     const int piece = (i - o.tile_begin) * o.pieces_per_tile + lane;
     const int page = piece / o.pieces_per_page;
-    return KvcPiece{buffers[(page >> o.window_shift) % kKvcOrderBuffers][page & ((1 << o.window_shift) - 1)],
-                    piece % o.pieces_per_page * o.piece_rows};
+    const int window = (page >> o.window_shift) % kKvcOrderBuffers, entry = page & ((1 << o.window_shift) - 1);
+    const int32_t* at = o.merged ? buffers[0] + page : &buffers[window][entry];  // merged: one run over the buffers
+    return KvcPiece{ptx::ld_shared_s32(ptx::smem_addr(at)), piece % o.pieces_per_page * o.piece_rows};
 }
 
-// A merged range (KvcPageOrder::merged): its windows, each sorted into one of `windows`, merged as the tiles are read,
-// in order. Every lane runs the same merge (the state is warp-uniform): a tile's pages come out one at a time, the
-// smallest of the windows' heads, and each lane keeps its own piece's. A page that a tile begins and a later one
-// goes on with (pages longer than a tile) is the last one merged.
-struct KvcMerge {
-    int next[kKvcOrderMergeWindows];  // each window's next entry
-    int head[kKvcOrderMergeWindows];  // ... its value (INT_MAX past the window's pages, or past the windows)
-    int merged;                       // the range's pages merged so far
-    int last;                         // the last one's block number
+// A merged range's sort, after each window is sorted (ascending, into `run`: kKvcOrderMergeWindows x
+// kKvcOrderWidePages entries): the bitonic network's last two levels over the windows. Two sorted windows become one
+// sorted run of two by a pass that compares the first with the second reversed (the smaller of each pair to the
+// first: each window is then bitonic, the first's all below the second's) and a clean of each (warp_sort_stage's
+// last stage: the distances within a window); two runs of two windows the same way, the pass across the runs
+// (windows 0 and 3, 1 and 2 reversed), a pass at the distance of a window (0 and 1, 2 and 3), and a clean of each.
+// Every step is one tile's (KvcPageOrder::merge_tile), a pass or a clean; with two producer warps each takes its pair
+// of windows, and named barriers (kBarrier: three pairs, one a warp) order the steps that read the other's windows.
+// `window`: the sort's registers, free by then.
 
-    __device__ __forceinline__ void start(const KvcPageOrder& o, const int32_t (*windows)[kKvcOrderWidePages]) {
-#pragma unroll
-        for (int w = 0; w < kKvcOrderMergeWindows; ++w) {
-            next[w] = 1;
-            head[w] = w < o.windows() ? windows[w][0] : INT_MAX;
-        }
-        merged = 0, last = 0;
+// One compare-exchange pass between windows a and b of `run`, the smaller of each pair to a: b's entries from its
+// last where `reversed`, else the same places. Lane l takes a's entries [32 l, 32 l + 32), 4 at a time.
+__device__ __forceinline__ void kvc_window_pass(int32_t* run, int a, int b, bool reversed, int lane) {
+    const uint32_t base = ptx::smem_addr(run);
+    __syncwarp();  // every lane's stores of the step before
+#pragma unroll 1
+    for (int c = 0; c < kKvcOrderWidePerLane; c += 4) {
+        const int e = lane * kKvcOrderWidePerLane + c;
+        const uint32_t at_a = base + (a * kKvcOrderWidePages + e) * 4;
+        const uint32_t at_b = base + (b * kKvcOrderWidePages + (reversed ? kKvcOrderWidePages - 4 - e : e)) * 4;
+        const uint4 x = ptx::ld_shared_16(at_a), y4 = ptx::ld_shared_16(at_b);
+        const uint4 y = reversed ? make_uint4(y4.w, y4.z, y4.y, y4.x) : y4;  // y.x pairs with x.x
+        auto lo = [](uint32_t u, uint32_t v) { return uint32_t(min(int(u), int(v))); };
+        auto hi = [](uint32_t u, uint32_t v) { return uint32_t(max(int(u), int(v))); };
+        const uint4 small = make_uint4(lo(x.x, y.x), lo(x.y, y.y), lo(x.z, y.z), lo(x.w, y.w));
+        const uint4 large = make_uint4(hi(x.x, y.x), hi(x.y, y.y), hi(x.z, y.z), hi(x.w, y.w));
+        ptx::st_shared_16(at_a, small);
+        ptx::st_shared_16(at_b, reversed ? make_uint4(large.w, large.z, large.y, large.x) : large);
     }
+    __syncwarp();
+}
 
-    // Lane `lane`'s piece of tile i, as kvc_ordered_piece gives it for a range of one window. Tiles in order.
-    __device__ __forceinline__ KvcPiece piece(const KvcPageOrder& o, const int32_t (*windows)[kKvcOrderWidePages],
-                                              int i, int lane) {
-        const int first_piece = (i - o.tile_begin) * o.pieces_per_tile, piece = first_piece + lane;
-        const int mine = piece / o.pieces_per_page;                                // this lane's page in the range
-        const int upto = (first_piece + o.pieces_per_tile - 1) / o.pieces_per_page;  // the tile's last page
-        int block = last;
-        while (merged <= upto) {
-            int v = head[0], which = 0;
+// Window w of `run` into a warp's registers as the sort holds them (lane l's r[j] is entry 32 l + j), for a clean: the
+// bitonic network's last stage within the window (warp_sort_stage, stage kKvcOrderWideStages - 1), which sorts a
+// bitonic window ascending, then kvc_store_window. The clean's stage runs where the sort's stages do (one call in the
+// kernel: a second copy of the stage's code made the kernel spill).
+__device__ __forceinline__ void kvc_load_window(const int32_t* run, int w, int (&r)[kKvcOrderWidePerLane], int lane) {
+    const uint32_t base = ptx::smem_addr(run + w * kKvcOrderWidePages + lane * kKvcOrderWidePerLane);
+    __syncwarp();  // every lane's stores of the step before
 #pragma unroll
-            for (int w = 1; w < kKvcOrderMergeWindows; ++w)
-                if (head[w] < v) v = head[w], which = w;
-            if (mine == merged) block = v;
-#pragma unroll
-            for (int w = 0; w < kKvcOrderMergeWindows; ++w)
-                if (w == which) {
-                    head[w] = next[w] < kKvcOrderWidePages ? windows[w][next[w]] : INT_MAX;
-                    ++next[w];
-                }
-            last = v, ++merged;
-        }
-        return KvcPiece{block, piece % o.pieces_per_page * o.piece_rows};
+    for (int j = 0; j < kKvcOrderWidePerLane; j += 4) {
+        const uint4 v = ptx::ld_shared_16(base + j * 4);
+        r[j] = int(v.x), r[j + 1] = int(v.y), r[j + 2] = int(v.z), r[j + 3] = int(v.w);
     }
+}
+constexpr int kKvcCleanStage = kKvcOrderWideStages - 1;
+
+// Step `step` (0 to merge_steps() - 1) of this warp's share of the merge: a pass, or a clean (its window's index, else
+// -1), with the barriers around it: `wait` (before: the other warp's level, else -1) and `arrive` (after: this warp's
+// level, else -1). With two warps, warp p takes windows a = 2p and a + 1; level 0: its pair merged; 1: its pass across
+// the runs; 2: all of its share (waited for at the range's first tile).
+struct KvcMergeStep {
+    int pass_a = -1, pass_b = -1;
+    bool reversed = false;
+    int clean = -1;
+    int wait = -1, arrive = -1;
 };
+__device__ __forceinline__ KvcMergeStep kvc_merge_step(const KvcPageOrder& o, int step) {
+    static_assert(kKvcOrderMergeWindows == 4, "two levels of merge");
+    KvcMergeStep m;
+    auto pass = [&](int a, int b, bool reversed) { m.pass_a = a, m.pass_b = b, m.reversed = reversed; };
+    if (o.producers == 1) {
+        // Windows 0 and 1, then 2 and 3 (a pass and two cleans each); the passes across the runs and at a window's
+        // distance; the four cleans.
+        if (step < 6) {
+            const int pair = step / 3, part = step % 3;
+            if (part == 0)
+                pass(2 * pair, 2 * pair + 1, true);
+            else
+                m.clean = 2 * pair + part - 1;
+        } else if (step < 8) {
+            pass(step - 6, 3 - (step - 6), true);
+        } else if (step < 10) {
+            pass(2 * (step - 8), 2 * (step - 8) + 1, false);
+        } else {
+            m.clean = step - 10;
+        }
+        return m;
+    }
+    const int p = o.producer, a = 2 * p;
+    switch (step) {
+        case 0: pass(a, a + 1, true); break;
+        case 1: m.clean = a; break;
+        case 2: m.clean = a + 1, m.arrive = 0; break;
+        case 3: m.wait = 0, m.arrive = 1, pass(p, 3 - p, true); break;  // windows 0 and 3, 1 and 2
+        case 4: m.wait = 1, pass(a, a + 1, false); break;
+        case 5: m.clean = a; break;
+        default: m.clean = a + 1, m.arrive = 2; break;
+    }
+    return m;
+}
+
+// The merge's named barriers, kBarrier + 2 level + warp: this warp's level stored / the other warp's awaited.
+template <int kBarrier>
+__device__ __forceinline__ void kvc_merge_arrive(const KvcPageOrder& o, int level) {
+    __syncwarp();
+    const bool first = o.producer == 0;
+    if (level == 0) first ? ptx::named_barrier_arrive<kBarrier>(64) : ptx::named_barrier_arrive<kBarrier + 1>(64);
+    if (level == 1) first ? ptx::named_barrier_arrive<kBarrier + 2>(64) : ptx::named_barrier_arrive<kBarrier + 3>(64);
+    if (level == 2) first ? ptx::named_barrier_arrive<kBarrier + 4>(64) : ptx::named_barrier_arrive<kBarrier + 5>(64);
+}
+template <int kBarrier>
+__device__ __forceinline__ void kvc_merge_wait(const KvcPageOrder& o, int level) {
+    const bool first = o.producer == 0;
+    if (level == 0) first ? ptx::named_barrier_sync<kBarrier + 1>(64) : ptx::named_barrier_sync<kBarrier>(64);
+    if (level == 1) first ? ptx::named_barrier_sync<kBarrier + 3>(64) : ptx::named_barrier_sync<kBarrier + 2>(64);
+    if (level == 2) first ? ptx::named_barrier_sync<kBarrier + 5>(64) : ptx::named_barrier_sync<kBarrier + 4>(64);
+}
 
 }  // namespace flashattn::kernels

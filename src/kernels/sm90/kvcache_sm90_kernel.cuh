@@ -195,10 +195,10 @@ __device__ __forceinline__ void kvc_row_columns(bool all_columns, int cols_left,
 }
 
 // The named barriers between the two producer warps: K's first tile has gone out (KvcPlan::k_first); and, a merged
-// page order's (KvcPageOrder::merged), warp p's windows are sorted and stored (kKvcOrderSortedBarrier + p). The
-// consumers' own is 1.
+// page order's (KvcPageOrder::merged), six from kKvcOrderMergeBarrier: the steps of each warp's share of the merge
+// (kvc_merge_step). The consumers' own is 1.
 constexpr int kKvcKFirstBarrier = 2;
-constexpr int kKvcOrderSortedBarrier = 3;
+constexpr int kKvcOrderMergeBarrier = 3;
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
@@ -265,9 +265,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const int producer = warp - T::kProducerWarp, producers = issue_k && issue_v ? 1 : kKvcOrderProducers;
         int32_t(*order_buffers)[kKvcOrderWidePages] = s.page_order[producer];  // this warp's windows
         int32_t(*merge_buffers)[kKvcOrderWidePages] = s.page_order[0];        // a merged range's: both warps'
-        KvcMerge merge;
         int window[kKvcOrderWidePerLane];     // the window being sorted (read a window ahead: kvc_read_window)
         int sort_window = 0, sort_stage = 0;  // ... its index, and its sort's next stage
+        int merge_step = 0;                   // a merged range's next step of the merge (kvc_merge_step)
         auto read_window = [&](int w) {
             kvc_with_window(order, window, [&](auto& r) { kvc_read_window(order, table_row, w, r, lane); });
         };
@@ -283,18 +283,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
             if (marks && i == 0) kvc_hold(pieces), kvc_mark(kKvPieces);
             if (order.active && i >= order.tile_begin && i < order.tile_end) {
-                if (order.merged && i == order.tile_begin) {
-                    // The other warp's windows are stored (long since: they were sorted by tile_begin - 1).
-                    if (producers > 1) {
-                        if (producer == 0)
-                            ptx::named_barrier_sync<kKvcOrderSortedBarrier + 1>(64);
-                        else
-                            ptx::named_barrier_sync<kKvcOrderSortedBarrier>(64);
-                    }
-                    merge.start(order, merge_buffers);
-                }
-                const KvcPiece piece = order.merged ? merge.piece(order, merge_buffers, i, lane)
-                                                    : kvc_ordered_piece(order, order_buffers, i, lane);
+                // A merged range: the other warp's share of the merge is stored (long since: by tile_begin - 1).
+                if (order.merged && i == order.tile_begin && producers > 1)
+                    kvc_merge_wait<kKvcOrderMergeBarrier>(order, 2);
+                const KvcPiece piece =
+                    kvc_ordered_piece(order, order.merged ? merge_buffers : order_buffers, i, lane);
                 where = piece.block, row = piece.row;
             } else if (table_row) {
                 where = lane < pieces ? table_row[row / p.page_size] : 0;
@@ -327,14 +320,26 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             }
             if (i == 0) {
                 order = kvc_page_order(plan.pages_in_address_order && table_row, blk, keys_per_tile, p.page_size,
-                                       piece_rows, max(ahead_k, ahead_v), producers);
-                sort_window = order.first_window(producer);
+                                       piece_rows, max(ahead_k, ahead_v), producers, producer);
+                sort_window = order.first_window();
                 if (order.active) read_window(sort_window);
             }
-            // One stage of the order's sort a tile (KvcPageOrder::stage_tile); a window sorted is stored, and the
-            // next one read.
-            if (order.active && sort_window < order.windows() && i == order.stage_tile(sort_window, sort_stage)) {
-                const bool mark_window = marks && sort_window < 2;
+            // One stage of the order's sort a tile (KvcPageOrder::stage_tile), a window sorted stored and the next one
+            // read; a merged range's windows sorted, one step a tile of their merge (merge_tile): a pass, or a clean
+            // (the sort's last stage again, on the window loaded back), with its barriers.
+            const bool sorting =
+                order.active && sort_window < order.sort_end() && i == order.stage_tile(sort_window, sort_stage);
+            KvcMergeStep merge;
+            if (!sorting && order.merged && sort_window == order.sort_end() && merge_step < order.merge_steps() &&
+                i == order.merge_tile(merge_step)) {
+                merge = kvc_merge_step(order, merge_step++);
+                if (merge.wait >= 0) kvc_merge_wait<kKvcOrderMergeBarrier>(order, merge.wait);
+                if (merge.pass_a >= 0)
+                    kvc_window_pass(merge_buffers[0], merge.pass_a, merge.pass_b, merge.reversed, lane);
+                if (merge.clean >= 0) kvc_load_window(merge_buffers[0], merge.clean, window, lane);
+            }
+            if (sorting || merge.clean >= 0) {
+                const bool mark_window = marks && sorting && sort_window < 2;
                 if (mark_window && sort_stage == 0) {
                     kvc_mark(sort_window == 0 ? kKvOrderBegin0 : kKvOrderBegin1);
                     int every = 0;  // every lane's loads landed
@@ -342,24 +347,20 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                     kvc_hold(every);
                     kvc_mark(sort_window == 0 ? kKvOrderRead0 : kKvOrderRead1);
                 }
-                kvc_with_window(order, window, [&](auto& r) { warp_sort_stage(r, lane, sort_stage); });
-                if (++sort_stage == order.stages()) {
+                const int stage = sorting ? sort_stage : kKvcCleanStage;
+                kvc_with_window(order, window, [&](auto& r) { warp_sort_stage(r, lane, stage); });
+                if (!sorting) {
+                    kvc_store_window(window, merge_buffers[merge.clean], lane);
+                } else if (++sort_stage == order.stages()) {
                     int32_t* buffer = order.merged ? merge_buffers[sort_window]
                                                    : order_buffers[sort_window % kKvcOrderBuffers];
                     kvc_with_window(order, window, [&](auto& r) { kvc_store_window(r, buffer, lane); });
                     if (mark_window) kvc_mark(sort_window == 0 ? kKvOrderSorted0 : kKvOrderSorted1);
                     sort_stage = 0;
-                    sort_window += order.window_step();
-                    if (sort_window < order.windows())
-                        read_window(sort_window);
-                    else if (order.merged && producers > 1) {  // this warp's share is stored: the other may merge
-                        if (producer == 0)
-                            ptx::named_barrier_arrive<kKvcOrderSortedBarrier>(64);
-                        else
-                            ptx::named_barrier_arrive<kKvcOrderSortedBarrier + 1>(64);
-                    }
+                    if (++sort_window < order.sort_end()) read_window(sort_window);
                 }
             }
+            if (merge.arrive >= 0) kvc_merge_arrive<kKvcOrderMergeBarrier>(order, merge.arrive);
         }
         // The consumers' two cluster barriers (the merge's), passed before leaving; the producers publish nothing
         // through them, so their arrivals are relaxed.
