@@ -426,9 +426,9 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         if (page_order && std::strcmp(page_order, "1") == 0)
             plan.pages_in_address_order = paged && !alibi;
         else if (!(page_order && std::strcmp(page_order, "0") == 0))
-            plan.pages_in_address_order =
-                kvc_pages_in_address_order(paged, alibi, kvc_key_tiles(p, block_n, plan.head_group), plan.num_splits,
-                                           block_n / plan.head_group, p.page_size);
+            plan.pages_in_address_order = kvc_pages_in_address_order(
+                paged, alibi, kvc_key_tiles(p, block_n, plan.head_group), plan.num_splits, block_n / plan.head_group,
+                p.page_size, int64_t(p.batch) * (p.nheads_k / plan.head_group) * plan.num_splits, sm_count);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

@@ -134,24 +134,32 @@ TEST(KvcOneProducer, OneProducerWarpWhereABlocksTilesAllFitTheRings) {
     EXPECT_FALSE(kvc_one_producer(16, 0, kRingStages));
 }
 
-TEST(KvcPagesInAddressOrder, PagedBlocksOfThirtyTwoTilesUpToFourWindowsOfSmallPagesWithoutAlibi) {
+TEST(KvcPagesInAddressOrder, PagedBlocksOfThirtyTwoTilesUpToOneWindowOrFourOnTwoBlocksAnSmWithoutAlibi) {
     constexpr int kKeys = 64;  // a tile's keys, one kv head a block
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 64, 1, kKeys, 16));     // 16 x 8 kv heads x 4k: 64 tiles
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1024, 32, kKeys, 16));  // 32 tiles a split
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1000, 32, kKeys, 16));  // 32 (31.25 rounded up)
-    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 992, 32, kKeys, 16));  // 31
-    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 256, 16, kKeys, 16));  // batch 1 x 8 x 16k: 16 a block
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 256, 1, kKeys, 16));    // 16 x 8 x 16k: 1024 pages
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 257, 1, kKeys, 16));    // 1028 pages: two windows, merged
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1024, 1, kKeys, 64));   // 64k keys: 1024 pages of 64
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 1024, 1, kKeys, 16));   // 16 x 8 x 64k page 16: 4096
-    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 1025, 1, kKeys, 16));  // 4100 pages: past four windows
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 2048, 2, kKeys, 16));   // two splits of 4096 pages
-    EXPECT_TRUE(kvc_pages_in_address_order(true, false, 512, 1, 32, 16));       // two kv heads a block: 1024 pages
-    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 64, 1, kKeys, 256));   // pages of 256: not measured
-    EXPECT_FALSE(kvc_pages_in_address_order(false, false, 64, 1, kKeys, 0));    // dense
-    EXPECT_FALSE(kvc_pages_in_address_order(true, true, 64, 1, kKeys, 16));     // ALiBi needs the keys' positions
-    EXPECT_FALSE(kvc_pages_in_address_order(true, false, 64, 0, kKeys, 16));
+    auto order = [&](int64_t key_tiles, int splits, int keys, int page, int64_t blocks = 128, bool paged = true,
+                     bool alibi = false) {
+        return kvc_pages_in_address_order(paged, alibi, key_tiles, splits, keys, page, blocks, kSms);
+    };
+    EXPECT_TRUE(order(64, 1, kKeys, 16));     // 16 x 8 kv heads x 4k: 64 tiles
+    EXPECT_TRUE(order(1024, 32, kKeys, 16));  // 32 tiles a split
+    EXPECT_TRUE(order(1000, 32, kKeys, 16));  // 32 (31.25 rounded up)
+    EXPECT_FALSE(order(992, 32, kKeys, 16));  // 31
+    EXPECT_FALSE(order(256, 16, kKeys, 16));  // batch 1 x 8 x 16k: 16 a block
+    EXPECT_TRUE(order(256, 1, kKeys, 16));    // 16 x 8 x 16k: 1024 pages
+    EXPECT_TRUE(order(1024, 1, kKeys, 64));   // 64k keys: 1024 pages of 64
+    EXPECT_TRUE(order(512, 1, 32, 16));       // two kv heads a block: 1024 pages
+    // Past one window: sorted whole (up to 4096 pages) where the grid has more blocks than SMs.
+    EXPECT_FALSE(order(257, 1, kKeys, 16));             // 1028 pages, 128 blocks
+    EXPECT_FALSE(order(1024, 1, kKeys, 16));            // 16 x 8 x 64k page 16: 4096 pages, 128 blocks
+    EXPECT_FALSE(order(1024, 1, kKeys, 16, kSms));      // one block an SM
+    EXPECT_TRUE(order(2048, 1, 32, 16, 256));           // 64 x 8 x 64k page 16: 256 blocks of two kv heads
+    EXPECT_TRUE(order(257, 1, kKeys, 16, kSms + 1));
+    EXPECT_FALSE(order(1025, 1, kKeys, 16, 512));       // 4100 pages: past four windows
+    EXPECT_TRUE(order(2048, 2, kKeys, 16, 512));        // two splits of 4096 pages
+    EXPECT_FALSE(order(64, 1, kKeys, 256));             // pages of 256: not measured
+    EXPECT_FALSE(order(64, 1, kKeys, 0, 128, false));   // dense
+    EXPECT_FALSE(order(64, 1, kKeys, 16, 128, true, true));  // ALiBi needs the keys' positions
+    EXPECT_FALSE(order(64, 0, kKeys, 16));
 }
 
 TEST(KvcManyWaves, OneKvHeadABlockFromSixWavesOfItWithOneQueryRowAKvHead) {

@@ -519,9 +519,10 @@ def test_several_kv_heads_a_block(device, nheads, nheads_k, seqlen_q, page_size,
 ])
 def test_pages_in_address_order(device, page_size, options, monkeypatch):
     # The Hopper kernel reads the pages of a block's unmasked middle tiles in address order, windows of 256 or 1024
-    # pages sorted by its producer warps a stage a tile (two to four wide windows all sorted first and merged as
-    # read), here forced (FLASHATTN_KVC_PAGE_ORDER=1: every paged call without ALiBi; by default blocks of up to four
-    # wide windows). Long sequences whose blocks span several windows, the last partial; one producer warp;
+    # pages sorted by its producer warps a stage a tile (two to four wide windows sorted whole before the range: each
+    # window, then the merge's passes and cleans), here forced (FLASHATTN_KVC_PAGE_ORDER=1: every paged call without
+    # ALiBi; by default blocks of one window, or of up to four on grids of more blocks than SMs). Long sequences whose
+    # blocks span several windows, the last partial; one producer warp;
     # splits, the masks and a window that leave tiles in table order at either end; pages of several pieces
     # and of several tiles. The caches are NaN outside the sequences: a page read twice or not at all, or one of another
     # sequence, moves the output far past the rule (16 keys of 9000 at least).

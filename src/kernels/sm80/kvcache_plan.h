@@ -170,24 +170,30 @@ FLASHATTN_HD constexpr bool kvc_one_producer(int64_t key_tiles, int num_splits, 
 
 // Pages in address order (KvcPlan::pages_in_address_order, the Hopper kernel's paged caches), by default where it
 // pays (FLASHATTN_KVC_PAGE_ORDER=0 turns it off, =1 on for every paged call without ALiBi): blocks of at least
-// kKvcOrderMinTiles key tiles (key_tiles over num_splits, of keys_per_tile keys) whose pages fit the windows the kernel
-// sorts before its range (kKvcOrderMergedPages: four of its wide windows, merged into one run), pages of at most
-// kKvcOrderMaxPageRows rows, and no ALiBi slope (it needs the keys' positions). Measured on an H100 (bench/NOTES.md,
-// "kv-cache: the page order, read ahead and sorted a stage a tile"), graph-replayed, by this rule against table order:
-// 16 x 8 kv heads x 4k keys, page 16: 105.1 against 106.2 us; 16 x 8 x 16k page 16 (one window of 1024 pages): 365.9
-// against 370.4; 64 x 8 x 4k page 16: 362.9 against 368.0; 16 x 8 x 64k page 64: 1399.2 against 1405.7. Windows read
-// one after another do not gain (16 x 8 x 64k page 16 in windows of 1024: 1435.6 against 1420.7): each sweeps the pool
-// from its start again, its pages spread over all of it; hence the merge. Blocks of 16 tiles gained nothing even with
-// the block tables themselves sorted, nor did pages of 256 rows in address order (16 x 8 x 4k: 104.6 against 104.5).
+// kKvcOrderMinTiles key tiles (key_tiles over num_splits, of keys_per_tile keys) whose pages fit one window of the
+// kernel's sort (kKvcOrderWindowPages, its wide window), or, on grids of more `blocks` than the `sm_count` SMs, the
+// windows it sorts whole before its range (kKvcOrderMergedPages); pages of at most kKvcOrderMaxPageRows rows, and no
+// ALiBi slope (it needs the keys' positions). Measured on an H100 (bench/NOTES.md, "kv-cache: the page order, read
+// ahead and sorted a stage a tile", and "... sorted whole"), graph-replayed, by this rule against table order: 16 x 8
+// kv heads x 4k keys, page 16: 105.1 against 106.2 us; 16 x 8 x 16k page 16 (one window of 1024 pages): 365.9 against
+// 370.4; 64 x 8 x 4k page 16: 362.9 against 368.0; 16 x 8 x 64k page 64: 1399.2 against 1405.7. Windows read one after
+// another do not gain (16 x 8 x 64k page 16 in windows of 1024: 1435.6 against 1420.7): each sweeps the pool from its
+// start again. Sorted whole (4096 pages a block), 64 x 8 x 64k page 16 read 5569.7 against 5582.1 and 16 x 32 x 64k
+// 5565.8 against 5581.5 (256 blocks of two kv heads), but grids of one block an SM lost: 16 x 8 x 64k 1433.4 against
+// 1417.2, 4 x 32 x 64k 1419.5 against 1403.4 (128 blocks). Blocks of 16 tiles gained nothing even with the block
+// tables themselves sorted, nor did pages of 256 rows in address order (16 x 8 x 4k: 104.6 against 104.5).
 constexpr int64_t kKvcOrderMinTiles = 32;
-constexpr int64_t kKvcOrderWindowPages = 1024;  // the kernel's kKvcOrderWidePages
+constexpr int64_t kKvcOrderWindowPages = 1024;                      // the kernel's kKvcOrderWidePages
 constexpr int64_t kKvcOrderMergedPages = 4 * kKvcOrderWindowPages;  // ... times its kKvcOrderMergeWindows
 constexpr int kKvcOrderMaxPageRows = 64;
 FLASHATTN_HD constexpr bool kvc_pages_in_address_order(bool paged, bool alibi, int64_t key_tiles, int num_splits,
-                                                       int keys_per_tile, int page_size) {
+                                                       int keys_per_tile, int page_size, int64_t blocks,
+                                                       int64_t sm_count) {
     if (!paged || alibi || num_splits <= 0 || page_size <= 0 || page_size > kKvcOrderMaxPageRows) return false;
     const int64_t tiles = (key_tiles + num_splits - 1) / num_splits;
-    return tiles >= kKvcOrderMinTiles && tiles * keys_per_tile <= kKvcOrderMergedPages * page_size;
+    if (tiles < kKvcOrderMinTiles) return false;
+    const int64_t keys = tiles * keys_per_tile;
+    return keys <= kKvcOrderWindowPages * page_size || (keys <= kKvcOrderMergedPages * page_size && blocks > sm_count);
 }
 
 // Many waves (the Hopper kernel's dense caches and long pages): where the grid of one kv head a block is at least
