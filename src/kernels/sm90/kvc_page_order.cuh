@@ -337,20 +337,15 @@ __device__ __forceinline__ KvcMergeStep kvc_merge_step(const KvcPageOrder& o, in
 }
 
 // The merge's named barriers, kBarrier + 2 level + warp: this warp's level stored / the other warp's awaited.
+constexpr int kKvcMergeBarriers = 6;
 template <int kBarrier>
 __device__ __forceinline__ void kvc_merge_arrive(const KvcPageOrder& o, int level) {
     __syncwarp();
-    const bool first = o.producer == 0;
-    if (level == 0) first ? ptx::named_barrier_arrive<kBarrier>(64) : ptx::named_barrier_arrive<kBarrier + 1>(64);
-    if (level == 1) first ? ptx::named_barrier_arrive<kBarrier + 2>(64) : ptx::named_barrier_arrive<kBarrier + 3>(64);
-    if (level == 2) first ? ptx::named_barrier_arrive<kBarrier + 4>(64) : ptx::named_barrier_arrive<kBarrier + 5>(64);
+    ptx::named_barrier_arrive_nth<kBarrier, kKvcMergeBarriers>(2 * level + o.producer, 64);
 }
 template <int kBarrier>
 __device__ __forceinline__ void kvc_merge_wait(const KvcPageOrder& o, int level) {
-    const bool first = o.producer == 0;
-    if (level == 0) first ? ptx::named_barrier_sync<kBarrier + 1>(64) : ptx::named_barrier_sync<kBarrier>(64);
-    if (level == 1) first ? ptx::named_barrier_sync<kBarrier + 3>(64) : ptx::named_barrier_sync<kBarrier + 2>(64);
-    if (level == 2) first ? ptx::named_barrier_sync<kBarrier + 5>(64) : ptx::named_barrier_sync<kBarrier + 4>(64);
+    ptx::named_barrier_sync_nth<kBarrier, kKvcMergeBarriers>(2 * level + 1 - o.producer, 64);
 }
 
 }  // namespace flashattn::kernels
