@@ -131,9 +131,7 @@ __device__ __forceinline__ KvcPageOrder kvc_page_order(bool enabled, const KvcBl
         // Several wide windows: sorted whole where they are at most kKvcOrderMergeWindows, the range starting once
         // every warp has sorted its windows and merged them (more are read one window after another, as narrow ones).
         o.producers = producers, o.producer = producer;
-        const int sort_tiles = kKvcOrderMergeWindows / producers * kKvcOrderWideStages +
-                               (producers == 1 ? kKvcMergeStepsOneWarp : kKvcMergeStepsTwoWarps);
-        begin = begin_after(sort_tiles + 1);
+        begin = begin_after(kKvcOrderMergeWindows / producers * kKvcOrderWideStages + o.merge_steps() + 1);
         const int pages = (end - begin) / page_size;
         o.merged = pages > kKvcOrderWidePages && pages <= kKvcOrderMergeWindows * kKvcOrderWidePages;
     }

@@ -71,8 +71,8 @@ struct KvcSm90Smem {
     alignas(kSm90SmemAlign) Elem k[T::kKStages][T::kBoxes][T::kKvBoxElems];
     alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxesV][T::kKvBoxElems];
     uint64_t k_full[T::kKStages], v_full[T::kVStages], k_empty[T::kKStages], v_empty[T::kVStages];
-    // Paged caches read in address order (kvc_page_order.cuh): each producer warp's sorted windows (a merged range's
-    // windows all of them, one each).
+    // Paged caches read in address order (kvc_page_order.cuh): each producer warp's sorted windows; a merged range's
+    // four windows take all four buffers, one each.
     alignas(16) int32_t page_order[kKvcOrderProducers][kKvcOrderBuffers][kKvcOrderWidePages];
 };
 template <class T>
