@@ -4,7 +4,9 @@
 // off; whether a block then orders its range is the kernel's own test, kvc_page_order), and that it gives the CPU
 // path's result. By default (or FLASHATTN_KVC_PAGE_ORDER=auto) where kvc_pages_in_address_order says (blocks of 32
 // key tiles or more, on up to 4096 pages of at most 64 rows); =1 takes it on every paged call without ALiBi, =0
-// nowhere.
+// nowhere. And the paged V pieces copied both 64-column halves at once (KvcPlan::v_fold_rows, kvc_v_fold_rows in
+// src/kernels/sm90/kvcache_sm90.cu): which calls fold (by the count of launches that did), with the CPU path's
+// result, and FLASHATTN_KVC_V_FOLD=0 keeping them to one copy a half.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,17 +29,24 @@ namespace {
 
 class GpuKvcPageOrder : public GpuTest {};
 
-// One paged decode call (32 query heads on 8 kv heads, head dim 128, bf16, causal, one new key appended) on the GPU
-// and on the CPU; returns whether the GPU call read its pages in address order.
+// One paged decode call (32 query heads on 8 kv heads, head dim 128 or kHeadDim, bf16, causal, one new key appended)
+// on the GPU and on the CPU; returns which of the paths the GPU call took.
 struct OrderCase {
     const char* env;  // FLASHATTN_KVC_PAGE_ORDER ("" unset)
     int64_t page;
     int num_splits;
     bool alibi;
     bool ordered;  // expected
+    const char* fold_env = "";  // FLASHATTN_KVC_V_FOLD
+    const char* head_group_env = "";  // FLASHATTN_KVC_HEAD_GROUP
+    int64_t head_dim = 128;
 };
-bool run_case(const OrderCase& c) {
-    constexpr int64_t kBatch = 2, kHeads = 32, kHeadsK = 8, kHeadDim = 128, kCapacity = 6000;
+struct Paths {
+    bool ordered, folded;
+};
+Paths run_case(const OrderCase& c) {
+    constexpr int64_t kBatch = 2, kHeads = 32, kHeadsK = 8, kCapacity = 6000;
+    const int64_t kHeadDim = c.head_dim;
     const int kLengths[kBatch] = {5990, 2500};
     std::mt19937_64 rng(uint64_t(c.page * 10 + c.num_splits));
     const int64_t pages = (kCapacity + c.page - 1) / c.page, blocks = kBatch * pages + 3;
@@ -79,11 +88,14 @@ bool run_case(const OrderCase& c) {
     if (c.alibi) a.options.alibi_slopes = dslopes.view();
     const Workspace workspace = make_workspace(a);
     a.ctx = workspace.ctx;
-    ScopedEnv env("FLASHATTN_KVC_PAGE_ORDER", c.env);
-    const int64_t before = kernels::kvc_sm90_ordered_launches();
+    ScopedEnv env("FLASHATTN_KVC_PAGE_ORDER", c.env), fold_env("FLASHATTN_KVC_V_FOLD", c.fold_env),
+        group_env("FLASHATTN_KVC_HEAD_GROUP", c.head_group_env);
+    const int64_t ordered_before = kernels::kvc_sm90_ordered_launches();
+    const int64_t folded_before = kernels::kvc_sm90_v_fold_launches();
     kvcache_forward(a);
     cuda_sync_check("the paged kv-cache call");
-    const bool ordered = kernels::kvc_sm90_ordered_launches() > before;
+    const Paths paths{kernels::kvc_sm90_ordered_launches() > ordered_before,
+                      kernels::kvc_sm90_v_fold_launches() > folded_before};
 
     const HostTensor out_gpu = dout.download(), lse_gpu = dlse.download();
     EXPECT_FALSE(out_gpu.has_poison_or_nan());
@@ -91,7 +103,7 @@ bool run_case(const OrderCase& c) {
     EXPECT_EQ(err.nonfinite, 0) << err.str();
     EXPECT_LT(err.rel_l2, 1e-2) << err.str();  // a sanity bound: the numerics by rule are tests/python's
     for (int64_t i = 0; i < lse_gpu.numel(); ++i) EXPECT_NEAR(lse_gpu.get(i), lse_cpu.get(i), 1e-3) << i;
-    return ordered;
+    return paths;
 }
 
 TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
@@ -109,7 +121,39 @@ TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
          }) {
         SCOPED_TRACE(std::string("FLASHATTN_KVC_PAGE_ORDER=") + c.env + ", page " + std::to_string(c.page) +
                      ", splits " + std::to_string(c.num_splits) + (c.alibi ? ", ALiBi" : ""));
-        EXPECT_EQ(run_case(c), c.ordered);
+        EXPECT_EQ(run_case(c).ordered, c.ordered);
+    }
+}
+
+TEST_F(GpuKvcPageOrder, WhichCallsFoldVHalves) {
+    if (!sm90a_kernels_run_here()) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0, sm_90a)";
+    // One kv head a block (forced), head dim 128, pieces of 16 rows or a whole tile: folded; each with several splits
+    // too, table and address order both; the lengths (5991, 2501) end inside a piece (the V tail in the folded layout).
+    struct FoldCase {
+        int64_t page;
+        int num_splits;
+        const char* order_env;
+        const char* fold_env;
+        const char* group_env;
+        int64_t head_dim;
+        bool folded;
+    };
+    for (const FoldCase& f : {
+             FoldCase{16, 1, "", "", "1", 128, true},      // 16-row pieces, pages in address order
+             FoldCase{16, 7, "0", "", "1", 128, true},     // table order, blocks of 14 tiles
+             FoldCase{48, 3, "", "", "1", 128, true},      // pages of three 16-row pieces
+             FoldCase{64, 5, "", "", "1", 128, true},      // a whole tile a piece
+             FoldCase{256, 1, "", "", "1", 128, true},
+             FoldCase{32, 2, "", "", "1", 128, false},     // 32-row pieces: not folded
+             FoldCase{16, 1, "", "0", "1", 128, false},    // FLASHATTN_KVC_V_FOLD=0
+             FoldCase{16, 1, "", "", "max", 128, false},   // several kv heads a block
+             FoldCase{16, 2, "", "", "1", 64, false},      // one 64-column half
+         }) {
+        SCOPED_TRACE("page " + std::to_string(f.page) + ", splits " + std::to_string(f.num_splits) +
+                     ", FLASHATTN_KVC_PAGE_ORDER=" + f.order_env + ", FLASHATTN_KVC_V_FOLD=" + f.fold_env +
+                     ", FLASHATTN_KVC_HEAD_GROUP=" + f.group_env + ", head dim " + std::to_string(f.head_dim));
+        OrderCase c{f.order_env, f.page, f.num_splits, false, false, f.fold_env, f.group_env, f.head_dim};
+        EXPECT_EQ(run_case(c).folded, f.folded);
     }
 }
 

@@ -27,7 +27,7 @@ constexpr int kSmallBucket = 64, kLargeBucket = 128;
 constexpr int64_t kTmaStrideElems = 8;  // the copy engine's strides are multiples of 16 bytes
 constexpr uintptr_t kTmaBaseAlign = 16;
 
-std::atomic<int64_t> g_launches{0}, g_cluster_launches{0}, g_ordered_launches{0};
+std::atomic<int64_t> g_launches{0}, g_cluster_launches{0}, g_ordered_launches{0}, g_v_fold_launches{0};
 
 // Packed query rows a kv head: query rows x the query heads that share it (the head-group and many-waves rules').
 int64_t kv_rows_of(const AttnParams& p) { return kvc_kv_rows(p.seqlen_q, p.nheads, p.nheads_k); }
@@ -120,6 +120,30 @@ int blocks_per_sm() {
     return cached;
 }
 
+// FLASHATTN_KVC_V_FOLD=0: the Hopper kv-cache kernel copies a paged V piece one 64-column half at a time, as before
+// kvc_v_fold_rows (for comparison).
+constexpr const char* kKvcVFoldVariable = "FLASHATTN_KVC_V_FOLD";
+
+// Paged V pieces in one copy each (KvcPlan::v_fold_rows): the rows of a folded piece, or 0. A paged tile is up to 4
+// pieces, each two 64-column boxes of K and two of V, one copy instruction a box; the producer warps' time issuing
+// them is on the call's time on grids of one block an SM (bench/NOTES.md, "kv-cache: the copies a tile"). With V's
+// halves folded into the map's head dimension (2 * head + half: a head's 128 columns are its two halves, 64 apart)
+// one copy brings both, and the piece lands as [half][rows][64 columns]: the P V product reads it with the halves
+// 2 KB apart and a k16 step a piece on (16-row pieces), or as the usual tile (pieces of a whole tile). K is not
+// folded: the S product's B operand needs a tile's key-rows evenly spaced. Where: one kv head a block (the pieces of
+// several are their heads' rows in turn), head dim 128 with the kv heads' rows contiguous, pieces of 16 rows or a
+// whole tile.
+template <class T>
+int kvc_v_fold_rows(const AttnParams& p, const KvcPlan& plan, uint32_t box_rows) {
+    const char* choice = std::getenv(kKvcVFoldVariable);
+    if (choice && std::strcmp(choice, "0") == 0) return 0;
+    const bool rows_fit = box_rows == kPageBoxRows || box_rows == uint32_t(T::kBlockN);
+    const bool contiguous = p.v_head_stride == 2 * T::kBoxCols || p.nheads_k == 1;
+    const bool fold = p.block_table && plan.head_group == 1 && T::kBoxesV == 2 && p.head_dim_v == 2 * T::kBoxCols &&
+                      rows_fit && contiguous;
+    return fold ? int(box_rows) : 0;
+}
+
 template <class T>
 void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto stream = static_cast<cudaStream_t>(p.stream);
@@ -135,16 +159,26 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
     const CUtensorMap map_k =
         make_tensor_map_4d_sw128(p.k, p.dtype, gk.dims, gk.strides, T::kBoxCols, box_rows, box_heads);
-    const CUtensorMap map_v =
-        make_tensor_map_4d_sw128(p.v, p.dtype, gv.dims, gv.strides, T::kBoxCols, box_rows, box_heads);
-    launch_kvc_steps<typename T::Elem>(p, plan, stream, T::kBlockM, [&](dim3 grid) {
+    KvcPlan run = plan;
+    run.v_fold_rows = kvc_v_fold_rows<T>(p, plan, box_rows);
+    CUtensorMap map_v;
+    if (run.v_fold_rows > 0) {
+        // V's halves as a dimension of their own, 64 elements apart, folded with the kv heads (2 * head + half).
+        const uint64_t dims[4] = {uint64_t(T::kBoxCols), gv.dims[1], 2 * gv.dims[2], gv.dims[3]};
+        const uint64_t strides[3] = {gv.strides[0], uint64_t(T::kBoxCols), gv.strides[2]};
+        map_v = make_tensor_map_4d_sw128(p.v, p.dtype, dims, strides, T::kBoxCols, box_rows, 2);
+    } else {
+        map_v = make_tensor_map_4d_sw128(p.v, p.dtype, gv.dims, gv.strides, T::kBoxCols, box_rows, box_heads);
+    }
+    launch_kvc_steps<typename T::Elem>(p, run, stream, T::kBlockM, [&](dim3 grid) {
         KvcLaunchConfig<T> launch(grid, p.block_table != nullptr && !plan.one_producer,
                                   plan.merge_in_cluster ? plan.num_splits : 1, stream);
-        check_cuda(cudaLaunchKernelEx(&launch.config, kernel, map_k, map_v, p, plan),
+        check_cuda(cudaLaunchKernelEx(&launch.config, kernel, map_k, map_v, p, run),
                    "Hopper kv-cache attention kernel launch");
         g_launches.fetch_add(1, std::memory_order_relaxed);
         if (plan.merge_in_cluster) g_cluster_launches.fetch_add(1, std::memory_order_relaxed);
         if (plan.pages_in_address_order && p.block_table) g_ordered_launches.fetch_add(1, std::memory_order_relaxed);
+        if (run.v_fold_rows > 0) g_v_fold_launches.fetch_add(1, std::memory_order_relaxed);
     });
 }
 
@@ -240,6 +274,7 @@ void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {
 int64_t kvc_sm90_launches() { return g_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_cluster_launches() { return g_cluster_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_ordered_launches() { return g_ordered_launches.load(std::memory_order_relaxed); }
+int64_t kvc_sm90_v_fold_launches() { return g_v_fold_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn::kernels
 

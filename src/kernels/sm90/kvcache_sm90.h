@@ -44,5 +44,7 @@ int64_t kvc_sm90_launches();
 int64_t kvc_sm90_cluster_launches();
 // Of those, the launches on a paged cache that read pages in address order (KvcPlan::pages_in_address_order).
 int64_t kvc_sm90_ordered_launches();
+// Of those, the launches whose V pieces were copied both halves at once (KvcPlan::v_fold_rows).
+int64_t kvc_sm90_v_fold_launches();
 
 }  // namespace flashattn::kernels

@@ -17,7 +17,8 @@
 // products have read the stage. Caches are read through a 4-D tensor map (head dim, cache position, kv head, cache
 // entry): dense ones of one kv head a block in whole tiles; paged ones, and any of several kv heads a block, in pieces
 // (kvc_box_rows: 16 or 8 rows with several kv heads, else the most rows up to a tile that divide the page size), each
-// at its page's block. Where the plan asks (KvcPlan::pages_in_address_order: blocks of up to 4096 pages), the
+// at its page's block; a paged V piece of one kv head brings both its 64-column halves in one copy
+// (KvcPlan::v_fold_rows). Where the plan asks (KvcPlan::pages_in_address_order: blocks of up to 4096 pages), the
 // producers take the pages of the unmasked middle tiles in address order rather than table order (kvc_page_order.cuh).
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
@@ -87,11 +88,13 @@ constexpr int kvc_sm90_smem_bytes() {
 // slice, its heads one after the other: the tile's key-rows as KvcTileCols reads them), at row `row` of block
 // `where` (the lane's own: its piece's page and first row there, from the block table or the page order; a dense
 // cache's entry and position); pieces past the sequence are not copied (the masks and the V tail's zeros cover their
-// rows).
+// rows). `folded` (V, KvcPlan::v_fold_rows): a piece's two boxes are one copy through the folded map, landing one
+// after the other.
 template <class T, int kBoxCount, typename Elem>
 __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap* map, uint64_t* full, int lane,
                                                  bool pieced, int piece_rows, int heads, int pos0, int pieces,
-                                                 int hk, int where, int row, bool hinted, uint64_t policy) {
+                                                 int hk, int where, int row, bool hinted, uint64_t policy,
+                                                 bool folded = false) {
     // One box: with the L2 `policy` where `hinted` (the plan marks the cache's lines read-once, KvcPlan::kv_read_once).
     auto copy_box = [&](Elem* dst, int bx, int row) {
         if (hinted)
@@ -109,8 +112,36 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     const int piece_elems = piece_rows * heads * T::kBoxCols;
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, pieces * kBoxCount * piece_elems * 2);
     __syncwarp();
+    if (folded) {  // both halves of the lane's piece in one copy, one after the other (KvcPlan::v_fold_rows)
+        if (lane < pieces) {
+            Elem* dst = boxes + lane * kBoxCount * piece_elems;
+            if (hinted)
+                ptx::tma_load_4d(dst, map, full, 0, row, 2 * hk, where, policy);
+            else
+                ptx::tma_load_4d(dst, map, full, 0, row, 2 * hk, where);
+        }
+        return;
+    }
     if (lane < pieces)
         for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems + lane * piece_elems, bx, row);
+}
+
+// O += P V (issue_pv's) with V's layout given at run time: its 64-column boxes `lbo` bytes apart, a k16 step `step`
+// bytes on (KvcPlan::v_fold_rows).
+template <class T>
+__device__ __forceinline__ void kvc_issue_pv(float (&acc_o)[T::kMTiles][T::kDTiles][4],
+                                             const uint32_t (&a_frag)[T::kPvSteps][4], uint32_t v_smem, uint32_t lbo,
+                                             uint32_t step) {
+    auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
+    ptx::fence_registers(o_flat);
+    ptx::wgmma_fence();
+    ptx::opaque(v_smem);
+    const uint64_t v_desc = ptx::smem_desc_sw128_n_major(v_smem, lbo);
+#pragma unroll
+    for (int ps = 0; ps < T::kPvSteps; ++ps)
+        ptx::wgmma_rs_m64k16<T::kHeadDimV, 1>(o_flat, a_frag[ps], ptx::smem_desc_advance(v_desc, ps * step), 1,
+                                              typename T::Elem());
+    ptx::wgmma_commit();
 }
 
 // The splits of one unit (row block, kv heads) merged inside their cluster (KvcPlan::merge_in_cluster; the cluster
@@ -316,7 +347,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 }
                 issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced, piece_rows,
                                                 head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
-                                                evict_first);
+                                                evict_first, plan.v_fold_rows > 0);
             }
             if (i == 0) {
                 order = kvc_page_order(plan.pages_in_address_order && table_row, blk, keys_per_tile, p.page_size,
@@ -420,6 +451,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     const bool second_half = !lean || warp_row0 + 8 < rows;
     const bool row_live[2] = {!lean || warp_row0 + group < rows, !lean || warp_row0 + group + 8 < rows};
 
+    // V's layout: 64-column boxes of the tile's key-rows (8 KB apart at kBlockN 64, a k16 step 16 rows on), or with
+    // 16-row pieces folded (KvcPlan::v_fold_rows) each piece's two halves together (2 KB apart, a k16 step a piece
+    // on). Folded whole-tile pieces land as the usual tile.
+    const bool v_fold_pieces = plan.v_fold_rows == kPageBoxRows;
+    const uint32_t v_lbo = v_fold_pieces ? kPageBoxRows * T::kRowBytes : T::kBlockN * T::kRowBytes;
+    const uint32_t v_step = v_fold_pieces ? 2 * kPageBoxRows * T::kRowBytes : 16 * T::kRowBytes;
+
     // With KvcPlan::overlap_products, tile i + 1's S product is issued right after tile i's P V, and the two complete
     // in order: P V's wait (and V's stage released), then S's (and K's); tile i + 1 then starts at its softmax.
     const bool overlap = plan.overlap_products;
@@ -478,13 +516,16 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunksPerBox = T::kBlockN * kChunksPerBoxRow;
             const uint32_t base = ptx::smem_addr(s.v[vs][0]);
             for (int c = tid; c < T::kBoxesV * kChunksPerBox; c += T::kConsumerThreads) {
-                const int row = c % kChunksPerBox / kChunksPerBoxRow;  // the key-row, in its box
+                // The key-row: in its box, or (16-row pieces folded) in its piece's half.
+                const int row = v_fold_pieces ? c / (2 * kPageBoxRows * kChunksPerBoxRow) * kPageBoxRows +
+                                                    c % (kPageBoxRows * kChunksPerBoxRow) / kChunksPerBoxRow
+                                              : c % kChunksPerBox / kChunksPerBoxRow;
                 if (tile_cols.key(row / 8) + row % 8 >= tail) ptx::st_shared_16(base + c * 16, make_uint4(0, 0, 0, 0));
             }
             ptx::fence_proxy_async_shared();
             ptx::named_barrier_sync<1>(T::kConsumerThreads);
         }
-        issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]));
+        kvc_issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]), v_lbo, v_step);
         if (overlap && i + 1 < tiles) {
             issue_s(i + 1);
             ptx::wgmma_wait<1>();  // P V (the older group) done
