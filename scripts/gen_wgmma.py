@@ -7,11 +7,10 @@ per accumulator element) are too long and regular to write by hand.
 import sys
 
 # Widths N the Hopper kernels use. SS (both operands in shared memory): S = Q K^T over a key tile of N keys (64 at
-# head dim 256, 128, 176 at head dim 128 without a causal or window mask, 80 and 192 for wider tiles to try; 16: the
-# kv-cache kernel's S a 16-row piece at a time, where a paged K tile lands piece by piece). RS (A in
+# head dim 256, 128, 176 at head dim 128 without a causal or window mask, 80 and 192 for wider tiles to try). RS (A in
 # registers): O += P V over every 64-column box of V at once (N = head dim v: 64, 128 or 256; the boxes' stride is
 # the descriptor's leading byte offset).
-SS_N = (16, 64, 80, 128, 176, 192)
+SS_N = (64, 80, 128, 176, 192)
 RS_N = (64, 128, 256)
 DTYPES = (("bf16", "__nv_bfloat16"), ("f16", "__half"))
 PER_LINE = 8

@@ -15,44 +15,6 @@
 
 namespace flashattn::ptx {
 
-// D(64x16, 8 fp32 per thread) = A(64x16) from shared memory (K-major, a descriptor)
-//   * B(16x16, shared memory)^T + (scale_d ? D : 0); kTransB 0: B K-major, 1: B N-major (stored 16 x 16).
-template <int kTransB = 0>
-__device__ __forceinline__ void wgmma_ss_m64n16k16(float (&d)[8], uint64_t desc_a,
-                                                    uint64_t desc_b, int scale_d, __nv_bfloat16) {
-#if FLASHATTN_SM90A
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7"
-        "}, %8, %9, p, 1, 1, 0, %11;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));
-#else
-    (void)d, (void)desc_a, (void)desc_b, (void)scale_d;
-    __trap();
-#endif
-}
-
-// D(64x16, 8 fp32 per thread) = A(64x16) from shared memory (K-major, a descriptor)
-//   * B(16x16, shared memory)^T + (scale_d ? D : 0); kTransB 0: B K-major, 1: B N-major (stored 16 x 16).
-template <int kTransB = 0>
-__device__ __forceinline__ void wgmma_ss_m64n16k16(float (&d)[8], uint64_t desc_a,
-                                                    uint64_t desc_b, int scale_d, __half) {
-#if FLASHATTN_SM90A
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7"
-        "}, %8, %9, p, 1, 1, 0, %11;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB));
-#else
-    (void)d, (void)desc_a, (void)desc_b, (void)scale_d;
-    __trap();
-#endif
-}
-
 // D(64x64, 32 fp32 per thread) = A(64x16) from shared memory (K-major, a descriptor)
 //   * B(64x16, shared memory)^T + (scale_d ? D : 0); kTransB 0: B K-major, 1: B N-major (stored 16 x 64).
 template <int kTransB = 0>
@@ -601,9 +563,7 @@ __device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint3
 template <int N, typename Elem>
 __device__ __forceinline__ void wgmma_ss_m64k16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d,
                                                 Elem e) {
-    if constexpr (N == 16)
-        wgmma_ss_m64n16k16(d, desc_a, desc_b, scale_d, e);
-    else if constexpr (N == 64)
+    if constexpr (N == 64)
         wgmma_ss_m64n64k16(d, desc_a, desc_b, scale_d, e);
     else if constexpr (N == 80)
         wgmma_ss_m64n80k16(d, desc_a, desc_b, scale_d, e);

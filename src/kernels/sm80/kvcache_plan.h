@@ -41,7 +41,6 @@ struct KvcPlan {
     // The Hopper kernel's V pieces copied both 64-column halves at once (kvcache_sm90.cu, kvc_v_fold_rows): a piece of
     // v_fold_rows rows (16, or a whole tile) lands as its two halves one after the other; 0: one copy a half.
     int v_fold_rows = 0;
-    bool fold_k = false;  // K's pieces folded the same way (FLASHATTN_KVC_FOLD_K=1, being measured)
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)

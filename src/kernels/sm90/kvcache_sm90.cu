@@ -161,15 +161,6 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
         make_tensor_map_4d_sw128(p.k, p.dtype, gk.dims, gk.strides, T::kBoxCols, box_rows, box_heads);
     KvcPlan run = plan;
     run.v_fold_rows = kvc_v_fold_rows<T>(p, plan, box_rows);
-    const char* fold_k = std::getenv("FLASHATTN_KVC_FOLD_K");
-    run.fold_k = run.v_fold_rows > 0 && fold_k && std::strcmp(fold_k, "1") == 0 && p.head_dim == 2 * T::kBoxCols &&
-                 T::kBoxes == 2 && (p.k_head_stride == 2 * T::kBoxCols || p.nheads_k == 1);
-    CUtensorMap map_k_folded = map_k;
-    if (run.fold_k) {
-        const uint64_t dims[4] = {uint64_t(T::kBoxCols), gk.dims[1], 2 * gk.dims[2], gk.dims[3]};
-        const uint64_t strides[3] = {gk.strides[0], uint64_t(T::kBoxCols), gk.strides[2]};
-        map_k_folded = make_tensor_map_4d_sw128(p.k, p.dtype, dims, strides, T::kBoxCols, box_rows, 2);
-    }
     CUtensorMap map_v;
     if (run.v_fold_rows > 0) {
         // V's halves as a dimension of their own, 64 elements apart, folded with the kv heads (2 * head + half).
@@ -182,7 +173,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     launch_kvc_steps<typename T::Elem>(p, run, stream, T::kBlockM, [&](dim3 grid) {
         KvcLaunchConfig<T> launch(grid, p.block_table != nullptr && !plan.one_producer,
                                   plan.merge_in_cluster ? plan.num_splits : 1, stream);
-        check_cuda(cudaLaunchKernelEx(&launch.config, kernel, map_k_folded, map_v, p, run),
+        check_cuda(cudaLaunchKernelEx(&launch.config, kernel, map_k, map_v, p, run),
                    "Hopper kv-cache attention kernel launch");
         g_launches.fetch_add(1, std::memory_order_relaxed);
         if (plan.merge_in_cluster) g_cluster_launches.fetch_add(1, std::memory_order_relaxed);

@@ -126,34 +126,6 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
         for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems + lane * piece_elems, bx, row);
 }
 
-// S = Q K^T of a K tile whose 16-row pieces landed folded (KvcPlan::fold_k): each piece's two 64-column halves
-// together, [piece][half][16 rows][64 columns]. The pieces' key-rows are not evenly spaced across the tile, so each
-// piece is its own n16 product (its keys are the tile's columns 16j..16j+15, in order: masks and P as for any tile).
-template <class T>
-__device__ __forceinline__ void kvc_issue_qk_pieces(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint32_t q_smem,
-                                                    uint32_t k_smem) {
-    constexpr int kPieces = T::kBlockN / kPageBoxRows;
-    constexpr uint32_t kHalfBytes = kPageBoxRows * T::kRowBytes, kPieceBytes = T::kBoxes * kHalfBytes;
-    auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
-    ptx::fence_registers(s_flat);
-    ptx::wgmma_fence();
-    ptx::opaque(q_smem);
-    const uint64_t q_desc = ptx::smem_desc_sw128(q_smem), k_desc = ptx::smem_desc_sw128(k_smem);
-#pragma unroll
-    for (int ks = 0; ks < T::kQkSteps; ++ks) {
-        const int box = ks / T::kKStepsPerBox;
-        const uint32_t step = (ks % T::kKStepsPerBox) * 16 * 2;  // 16 columns further along the swizzled rows
-        const uint64_t desc_q = ptx::smem_desc_advance(q_desc, box * T::kBlockM * T::kRowBytes + step);
-#pragma unroll
-        for (int j = 0; j < kPieces; ++j) {
-            const uint64_t desc_k = ptx::smem_desc_advance(k_desc, j * kPieceBytes + box * kHalfBytes + step);
-            auto& s_piece = reinterpret_cast<float(&)[kPageBoxRows / 2]>(s_flat[j * kPageBoxRows / 2]);
-            ptx::wgmma_ss_m64k16<kPageBoxRows>(s_piece, desc_q, desc_k, ks > 0 ? 1 : 0, typename T::Elem());
-        }
-    }
-    ptx::wgmma_commit();
-}
-
 // O += P V (issue_pv's) with V's layout given at run time: its 64-column boxes `lbo` bytes apart, a k16 step `step`
 // bytes on (KvcPlan::v_fold_rows).
 template <class T>
@@ -360,7 +332,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 }
                 issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced, piece_rows,
                                                head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
-                                               evict_first, plan.fold_k);
+                                               evict_first);
                 if (marks && i == 0) kvc_mark(kKvFirstIssue);
                 if (i == 0 && k_first) {
                     __syncwarp();
@@ -483,7 +455,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // 16-row pieces folded (KvcPlan::v_fold_rows) each piece's two halves together (2 KB apart, a k16 step a piece
     // on). Folded whole-tile pieces land as the usual tile.
     const bool v_fold_pieces = plan.v_fold_rows == kPageBoxRows;
-    const bool k_fold_pieces = v_fold_pieces && plan.fold_k;
     const uint32_t v_lbo = v_fold_pieces ? kPageBoxRows * T::kRowBytes : T::kBlockN * T::kRowBytes;
     const uint32_t v_step = v_fold_pieces ? 2 * kPageBoxRows * T::kRowBytes : 16 * T::kRowBytes;
 
@@ -498,10 +469,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::mbarrier_wait(&s.k_full[j % T::kKStages], (j / T::kKStages) % 2);
         if (marks && j == 0) kvc_mark(kKvFirstK);
         if (marks && j == tiles - 1) kvc_mark(kKvLastK);
-        if (k_fold_pieces)
-            kvc_issue_qk_pieces<T>(acc_s, q_smem, ptx::smem_addr(s.k[j % T::kKStages][0]));
-        else
-            issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[j % T::kKStages][0]));
+        issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[j % T::kKStages][0]));
     };
     auto s_done = [&](int j) {
         ptx::wgmma_wait<0>();
