@@ -399,19 +399,22 @@ __device__ __forceinline__ void pack_p(uint32_t (&a_frag)[T::kPvSteps][4],
 
 // Issue O += P V (one wgmma group, not waited for). V's rows are keys: a k16 step is 16 swizzled rows further on.
 // One product a k16 step spans every 64-column box of V (N = head dim v; the boxes, kBlockN rows of 128 bytes each,
-// are the N-major layout's leading byte offset apart): P's registers are read once a step, not once a box.
+// are the N-major layout's leading byte offset apart): P's registers are read once a step, not once a box. Another
+// layout of V's tile (the kv-cache kernel's folded pieces, KvcPlan::v_fold_rows) passes its boxes' distance
+// `box_bytes` and a k16 step's `step_bytes`.
 template <class T>
 __device__ __forceinline__ void issue_pv(float (&acc_o)[T::kMTiles][T::kDTiles][4],
-                                         const uint32_t (&a_frag)[T::kPvSteps][4], uint32_t v_smem) {
+                                         const uint32_t (&a_frag)[T::kPvSteps][4], uint32_t v_smem,
+                                         uint32_t box_bytes = T::kBlockN * T::kRowBytes,
+                                         uint32_t step_bytes = 16 * T::kRowBytes) {
     auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
     ptx::fence_registers(o_flat);
     ptx::wgmma_fence();
     ptx::opaque(v_smem);
-    constexpr uint32_t kBoxBytes = T::kBlockN * T::kRowBytes;
-    const uint64_t v_desc = ptx::smem_desc_sw128_n_major(v_smem, kBoxBytes);
+    const uint64_t v_desc = ptx::smem_desc_sw128_n_major(v_smem, box_bytes);
 #pragma unroll
     for (int ps = 0; ps < T::kPvSteps; ++ps) {
-        const uint64_t desc_v = ptx::smem_desc_advance(v_desc, ps * 16 * T::kRowBytes);
+        const uint64_t desc_v = ptx::smem_desc_advance(v_desc, ps * step_bytes);
         ptx::wgmma_rs_m64k16<T::kHeadDimV, 1>(o_flat, a_frag[ps], desc_v, 1, typename T::Elem());
     }
     ptx::wgmma_commit();

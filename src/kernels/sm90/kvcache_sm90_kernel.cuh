@@ -126,24 +126,6 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
         for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems + lane * piece_elems, bx, row);
 }
 
-// O += P V (issue_pv's) with V's layout given at run time: its 64-column boxes `lbo` bytes apart, a k16 step `step`
-// bytes on (KvcPlan::v_fold_rows).
-template <class T>
-__device__ __forceinline__ void kvc_issue_pv(float (&acc_o)[T::kMTiles][T::kDTiles][4],
-                                             const uint32_t (&a_frag)[T::kPvSteps][4], uint32_t v_smem, uint32_t lbo,
-                                             uint32_t step) {
-    auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
-    ptx::fence_registers(o_flat);
-    ptx::wgmma_fence();
-    ptx::opaque(v_smem);
-    const uint64_t v_desc = ptx::smem_desc_sw128_n_major(v_smem, lbo);
-#pragma unroll
-    for (int ps = 0; ps < T::kPvSteps; ++ps)
-        ptx::wgmma_rs_m64k16<T::kHeadDimV, 1>(o_flat, a_frag[ps], ptx::smem_desc_advance(v_desc, ps * step), 1,
-                                              typename T::Elem());
-    ptx::wgmma_commit();
-}
-
 // The splits of one unit (row block, kv heads) merged inside their cluster (KvcPlan::merge_in_cluster; the cluster
 // spans the grid's z, one block a split, so a block's rank is its split). Why: at batch 1-4 a second kernel and a
 // round trip of the partial results through memory are a measurable share of the call (batch 1 x 8 kv heads, 1k
@@ -525,7 +507,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             ptx::fence_proxy_async_shared();
             ptx::named_barrier_sync<1>(T::kConsumerThreads);
         }
-        kvc_issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]), v_lbo, v_step);
+        issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]), v_lbo, v_step);
         if (overlap && i + 1 < tiles) {
             issue_s(i + 1);
             ptx::wgmma_wait<1>();  // P V (the older group) done
