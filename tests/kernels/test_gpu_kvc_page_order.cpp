@@ -29,7 +29,7 @@ namespace {
 
 class GpuKvcPageOrder : public GpuTest {};
 
-// One paged decode call (32 query heads on 8 kv heads, head dim 128 or kHeadDim, bf16, causal, one new key appended)
+// One paged decode call (32 query heads on 8 kv heads, head dim c.head_dim, bf16, causal, one new key appended)
 // on the GPU and on the CPU; returns which of the paths the GPU call took.
 struct OrderCase {
     const char* env;  // FLASHATTN_KVC_PAGE_ORDER ("" unset)
@@ -46,14 +46,13 @@ struct Paths {
 };
 Paths run_case(const OrderCase& c) {
     constexpr int64_t kBatch = 2, kHeads = 32, kHeadsK = 8, kCapacity = 6000;
-    const int64_t kHeadDim = c.head_dim;
     const int kLengths[kBatch] = {5990, 2500};
     std::mt19937_64 rng(uint64_t(c.page * 10 + c.num_splits));
     const int64_t pages = (kCapacity + c.page - 1) / c.page, blocks = kBatch * pages + 3;
-    HostTensor q(DType::bf16, {kBatch, 1, kHeads, kHeadDim}), k_new(DType::bf16, {kBatch, 1, kHeadsK, kHeadDim}),
-        v_new(DType::bf16, {kBatch, 1, kHeadsK, kHeadDim});
-    HostTensor k_cache(DType::bf16, {blocks, c.page, kHeadsK, kHeadDim}),
-        v_cache(DType::bf16, {blocks, c.page, kHeadsK, kHeadDim});
+    HostTensor q(DType::bf16, {kBatch, 1, kHeads, c.head_dim}), k_new(DType::bf16, {kBatch, 1, kHeadsK, c.head_dim}),
+        v_new(DType::bf16, {kBatch, 1, kHeadsK, c.head_dim});
+    HostTensor k_cache(DType::bf16, {blocks, c.page, kHeadsK, c.head_dim}),
+        v_cache(DType::bf16, {blocks, c.page, kHeadsK, c.head_dim});
     for (HostTensor* t : {&q, &k_new, &v_new, &k_cache, &v_cache}) t->fill_normal(rng);
     HostTensor lengths(DType::i32, {kBatch}), table(DType::i32, {kBatch, pages}), slopes(DType::f32, {kHeads});
     std::vector<int32_t> order(static_cast<size_t>(blocks));
@@ -66,13 +65,13 @@ Paths run_case(const OrderCase& c) {
     KvCacheArgs a;
     a.num_splits = c.num_splits;
     a.options.causal = true;
-    HostTensor out_cpu(DType::bf16, {kBatch, 1, kHeads, kHeadDim}), lse_cpu(DType::f32, {kBatch, kHeads, 1});
+    HostTensor out_cpu(DType::bf16, {kBatch, 1, kHeads, c.head_dim}), lse_cpu(DType::f32, {kBatch, kHeads, 1});
     // The GPU's copies first: the CPU call appends to the host caches.
     const DeviceTensor dq = DeviceTensor::upload(q), dk_new = DeviceTensor::upload(k_new),
                        dv_new = DeviceTensor::upload(v_new), dk_cache = DeviceTensor::upload(k_cache),
                        dv_cache = DeviceTensor::upload(v_cache), dlengths = DeviceTensor::upload(lengths),
                        dtable = DeviceTensor::upload(table), dslopes = DeviceTensor::upload(slopes);
-    DeviceTensor dout(DType::bf16, {kBatch, 1, kHeads, kHeadDim}), dlse(DType::f32, {kBatch, kHeads, 1});
+    DeviceTensor dout(DType::bf16, {kBatch, 1, kHeads, c.head_dim}), dlse(DType::f32, {kBatch, kHeads, 1});
     dout.poison(), dlse.poison();
 
     KvCacheArgs h = a;
