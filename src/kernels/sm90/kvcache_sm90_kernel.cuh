@@ -96,12 +96,14 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
                                                  int hk, int where, int row, bool hinted, uint64_t policy,
                                                  bool folded = false) {
     // One box: with the L2 `policy` where `hinted` (the plan marks the cache's lines read-once, KvcPlan::kv_read_once).
-    auto copy_box = [&](Elem* dst, int bx, int row) {
+    // The box at column col, row `row` of the map's head `head` (a folded map's 2 * hk: both halves from column 0).
+    auto copy = [&](Elem* dst, int col, int row, int head) {
         if (hinted)
-            ptx::tma_load_4d(dst, map, full, bx * T::kBoxCols, row, hk, where, policy);
+            ptx::tma_load_4d(dst, map, full, col, row, head, where, policy);
         else
-            ptx::tma_load_4d(dst, map, full, bx * T::kBoxCols, row, hk, where);
+            ptx::tma_load_4d(dst, map, full, col, row, head, where);
     };
+    auto copy_box = [&](Elem* dst, int bx, int row) { copy(dst, bx * T::kBoxCols, row, hk); };
     if (!pieced) {
         if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx(full, kBoxCount * T::kKvBoxElems * 2);
@@ -113,13 +115,7 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, pieces * kBoxCount * piece_elems * 2);
     __syncwarp();
     if (folded) {  // both halves of the lane's piece in one copy, one after the other (KvcPlan::v_fold_rows)
-        if (lane < pieces) {
-            Elem* dst = boxes + lane * kBoxCount * piece_elems;
-            if (hinted)
-                ptx::tma_load_4d(dst, map, full, 0, row, 2 * hk, where, policy);
-            else
-                ptx::tma_load_4d(dst, map, full, 0, row, 2 * hk, where);
-        }
+        if (lane < pieces) copy(boxes + lane * kBoxCount * piece_elems, 0, row, 2 * hk);
         return;
     }
     if (lane < pieces)
