@@ -300,6 +300,15 @@ constexpr const char* kKvcKFirstVariable = "FLASHATTN_KVC_K_FIRST";
 // (or =auto): where kvc_pages_in_address_order says.
 constexpr const char* kKvcPageOrderVariable = "FLASHATTN_KVC_PAGE_ORDER";
 
+// FLASHATTN_KVC_FAST_MEMORY=0/1: the Hopper kv-cache plan without / with kvc_fast_memory's rules, whatever the
+// device's bandwidth says (for comparison).
+constexpr const char* kKvcFastMemoryVariable = "FLASHATTN_KVC_FAST_MEMORY";
+bool kvc_fast_memory_device(const DeviceProps& device) {
+    const char* choice = std::getenv(kKvcFastMemoryVariable);
+    if (choice && *choice) return std::strcmp(choice, "0") != 0;
+    return kvc_fast_memory(device.dram_bytes_per_s, device.sm_count);
+}
+
 bool kvc_reads_once(int64_t kv_bytes, int64_t l2_bytes) {
     return l2_bytes > 0 && kv_bytes <= kKvcReadOnceL2Multiple * l2_bytes;
 }
@@ -321,8 +330,10 @@ int64_t kvc_key_tiles(const AttnParams& p, int block_n, int head_group) {
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
 // tiles_in_flight: the Hopper kernel's stages, for kvc_latency_splits (its splits merge in a cluster) and
 // kvc_tiles_ahead (KvcPlan::tiles_ahead); 0: neither is taken.
+// fast_memory: kvc_fast_memory's rules (the Hopper kernel's plan on an H200-class device).
 KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int block_n, int head_group = 1,
-                      KvcClusterCapacity cluster_capacity = nullptr, bool many_waves = false, int tiles_in_flight = 0) {
+                      KvcClusterCapacity cluster_capacity = nullptr, bool many_waves = false, int tiles_in_flight = 0,
+                      bool fast_memory = false) {
     KvcPlan plan;
     plan.head_group = head_group;
     const KvcGrid grid = kvc_grid(p.batch, p.seqlen_q, p.nheads, p.nheads_k, head_group, kKvcBlockM);
@@ -332,6 +343,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const int64_t slots = int64_t(sm_count) * std::max(blocks_per_sm, 1);
     if (splits <= 0) {
         splits = kvc_splits(blocks, key_tiles, sm_count, slots);
+        if (fast_memory) splits = kvc_two_per_sm_splits(splits, blocks, key_tiles, sm_count, slots);
         // More splits than a cluster merges (the Hopper kernel's batch 1 x 8 kv heads from 4k keys): the combine runs
         // anyway, so the count that fills the resident slots' waves, where its splits stay long. At 64k keys 32 splits
         // (32 tiles each) read 106-109 us where the 0.85 rule's 29 read 108-110 (cuDNN 106-108); at 16k keys (8 tiles
@@ -342,7 +354,9 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
             if (key_tiles / fuller >= kKvcLongSplitTiles) splits = fuller;
         }
         if (many_waves && head_group == 1) splits = kvc_many_wave_splits(key_tiles);
-        if (cluster_capacity) splits = kvc_one_sm_splits(splits, blocks, key_tiles, sm_count);
+        if (cluster_capacity)
+            splits = fast_memory ? kvc_fast_memory_one_sm_splits(splits, blocks, key_tiles, sm_count)
+                                 : kvc_one_sm_splits(splits, blocks, key_tiles, sm_count);
         splits = kvc_latency_splits(splits, blocks, key_tiles, tiles_in_flight, sm_count);
     }
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
@@ -352,6 +366,10 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     if (tiles_in_flight > 0) {
         plan.tiles_ahead = kvc_tiles_ahead(blocks * plan.num_splits,
                                            (key_tiles + plan.num_splits - 1) / plan.num_splits, sm_count, slots);
+        if (fast_memory)
+            plan.tiles_ahead = kvc_fast_memory_tiles_ahead(plan.tiles_ahead, p.block_table != nullptr,
+                                                           blocks * plan.num_splits,
+                                                           (key_tiles + plan.num_splits - 1) / plan.num_splits, slots);
         plan.overlap_products = kvc_overlap_products(blocks * plan.num_splits, sm_count);
         plan.one_producer = p.block_table != nullptr && kvc_one_producer(key_tiles, plan.num_splits, tiles_in_flight);
     }
@@ -402,10 +420,11 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const DeviceProps& device = current_device_props();
         const int sm_count = device.sm_count, blocks_per_sm = kvc_sm90_blocks_per_sm(p);
         const int64_t slots = int64_t(sm_count) * blocks_per_sm;
-        const bool many_waves = kvc_sm90_many_waves(p, slots);
+        const bool fast_memory = kvc_fast_memory_device(device);
+        const bool many_waves = kvc_sm90_many_waves(p, slots, fast_memory);
         const int block_n = kvc_sm90_block_n(p);
         KvcPlan plan = make_kvc_plan(p, sm_count, blocks_per_sm, block_n, kvc_sm90_head_group(p, slots, many_waves),
-                                     kvc_sm90_cluster_capacity, many_waves, kvc_sm90_tiles_in_flight(p));
+                                     kvc_sm90_cluster_capacity, many_waves, kvc_sm90_tiles_in_flight(p), fast_memory);
         constexpr int64_t kElemBytes = 2;  // the Hopper kernel's caches: fp16 or bf16
         const int64_t kv_bytes = int64_t(p.batch) * p.nheads_k * p.seqlen_k * (p.head_dim + p.head_dim_v) * kElemBytes;
         const char* choice = std::getenv(kKvcReadOnceVariable);

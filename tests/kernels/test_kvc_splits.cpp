@@ -207,6 +207,54 @@ TEST(KvcTilesAhead, OneAheadWhereTwoBlocksAnSmReadLongEnough) {
     EXPECT_EQ(kvc_tiles_ahead(256, 32, 0, kSlots), 0);            // nothing known of the GPU
 }
 
+// Fast memory: an H200's bandwidth an SM (4.8 TB/s over 132 SMs), not an H100's (3.35 TB/s), nor an unknown one.
+TEST(KvcFastMemory, FromThirtyGigabytesASecondAnSm) {
+    EXPECT_TRUE(kvc_fast_memory(4'800'000'000'000, kSms));
+    EXPECT_FALSE(kvc_fast_memory(3'350'000'000'000, kSms));
+    EXPECT_TRUE(kvc_fast_memory(3'960'000'000'000, kSms));  // exactly 30 GB/s an SM
+    EXPECT_FALSE(kvc_fast_memory(0, kSms));
+    EXPECT_FALSE(kvc_fast_memory(4'800'000'000'000, 0));
+}
+
+// Fast memory: a grid of about one block an SM, which kvc_splits leaves whole, splits to two blocks an SM.
+TEST(KvcTwoPerSmSplits, GridsOfAboutOneBlockAnSmTakeTwo) {
+    constexpr int64_t kSlots = kSms * 2;
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 64, kSms, kSlots), 2);    // batch 16 x 8 kv heads x 4k: 32 tiles a split
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 1024, kSms, kSlots), 2);  // 16 x 8 x 64k, 4 x 32 x 64k
+    EXPECT_EQ(kvc_two_per_sm_splits(1, kSms, 64, kSms, kSlots), 2);
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 8, kSms, kSlots), 1);     // 512 keys: splits of 4 tiles are too short
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 16, kSms, kSlots), 2);    // 1k keys: 8 tiles a split
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 133, 64, kSms, kSlots), 1);    // over half the slots
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 256, 64, kSms, kSlots), 1);    // already two an SM
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 100, 64, kSms, kSlots), 1);    // below 0.9 of the SMs: kvc_splits' grids
+    EXPECT_EQ(kvc_two_per_sm_splits(4, 64, 64, kSms, kSlots), 4);     // split by the wave rule already
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 64, kSms, kSms), 1);      // one block an SM resident
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 64, 64, 66, 66 * 4), 4);       // four blocks an SM resident: four
+}
+
+// Fast memory: the whole ring on paged caches of long blocks and on many-wave grids, else the H100 rule's count.
+TEST(KvcFastMemoryTilesAhead, WholeRingOnLongPagedBlocksAndManyWaves) {
+    constexpr int64_t kSlots = kSms * 2;
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 512, kSlots), 0);  // 16 x 8 x 64k, two splits
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 64, kSlots), 0);
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 32, kSlots), 1);   // 4 x 8 x 16k, 8 splits
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 8, kSlots), 1);    // 1 x 8 x 16k, 32 splits
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/false, 64 * 32 * 2, 32, kSlots), 0);  // many waves
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/false, 256, 512, kSlots), 1);  // dense, one wave
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(0, /*paged=*/false, 128, 64, kSlots), 0);
+}
+
+// Fast memory: batch 1 x 8 kv heads from 3k to 4k keys takes 16 splits of 3-4 tiles; the rest kvc_one_sm_splits.
+TEST(KvcFastMemoryOneSmSplits, SixteenSplitsOfFourTilesOnEightUnits) {
+    EXPECT_EQ(kvc_fast_memory_one_sm_splits(22, 8, 64, kSms), 16);  // 1 x 8 x 4k (the H100 rule: 8)
+    EXPECT_EQ(kvc_fast_memory_one_sm_splits(22, 8, 48, kSms), 16);  // 3k
+    EXPECT_EQ(kvc_fast_memory_one_sm_splits(11, 8, 32, kSms), kvc_one_sm_splits(11, 8, 32, kSms));    // 2k: 8
+    EXPECT_EQ(kvc_fast_memory_one_sm_splits(32, 8, 128, kSms), kvc_one_sm_splits(32, 8, 128, kSms));  // 8k: 32
+    EXPECT_EQ(kvc_fast_memory_one_sm_splits(6, 8, 16, kSms), 6);    // 1k: within a portable cluster already
+    EXPECT_EQ(kvc_fast_memory_one_sm_splits(13, 16, 64, kSms), kvc_one_sm_splits(13, 16, 64, kSms));  // 2 x 8: 8
+    EXPECT_EQ(kvc_fast_memory_one_sm_splits(22, 8, 64, 100), kvc_one_sm_splits(22, 8, 64, 100));  // 16 x 8 > SMs
+}
+
 // The next tile's S product beside P V: on grids of at most one block an SM, splits included.
 TEST(KvcOverlapProducts, OnGridsOfOneBlockAnSm) {
     EXPECT_TRUE(kvc_overlap_products(128, kSms));    // batch 16 x 8 x 4k, 64 x 8 x 1k (4 kv heads a block)

@@ -285,4 +285,62 @@ FLASHATTN_HD constexpr bool kvc_overlap_products(int64_t blocks, int64_t sm_coun
     return sm_count > 0 && blocks <= sm_count;
 }
 
+// Fast memory (the Hopper kernel's plan): where the memory's peak bandwidth an SM (dram_bytes_per_s over sm_count) is
+// at least kKvcFastMemoryPerSm, a block must keep more bytes in flight to draw its share, and the three rules below
+// replace the H100-measured ones. An H100 SXM has 3.35 TB/s over 132 SMs (25 GB/s an SM), an H200 4.8 TB/s over 132
+// (36 GB/s an SM): the threshold lies between. Measured on an H200 (bench/NOTES.md, "kv-cache on the H200").
+constexpr double kKvcFastMemoryPerSm = 30e9;  // bytes a second
+FLASHATTN_HD constexpr bool kvc_fast_memory(int64_t dram_bytes_per_s, int64_t sm_count) {
+    return sm_count > 0 && double(dram_bytes_per_s) >= kKvcFastMemoryPerSm * double(sm_count);
+}
+
+// Fast memory, grids of about one block an SM (from kKvcOneSmFilled of the SMs, at most half the resident `slots`,
+// which kvc_splits leaves whole): slots / blocks splits, two blocks an SM merged in clusters, where each split keeps
+// at least kKvcTwoPerSmMinTiles key tiles; else `splits`. Why: one block an SM keeps two K and two V tiles in flight,
+// which draws an H100's share of the bandwidth but not an H200's. On an H200, graph-replayed, one query row, 2 splits
+// against 1: batch 16 x 8 kv heads x 64k page 16 1016 against 1164 us, 16k page 16 262 against 301, 4 x 32 x 16k
+// page 16 260 against 301, 16 x 8 x 4k page 16 79.4 against 85.9, 16 x 8 x 64k page 64 983 against 1001, dense 64k
+// 957 against 990, 4 x 32 x 64k dense 960 against 1001 (cuDNN 952-953); 3 splits (more blocks than slots) were
+// slower than one.
+constexpr double kKvcOneSmFilled = 0.9;  // as kvc_splits' kKvcFilled
+constexpr int64_t kKvcTwoPerSmMinTiles = 8;
+FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blocks, int64_t key_tiles, int64_t sm_count,
+                                                     int64_t slots) {
+    if (splits != 1 || blocks <= 0 || double(blocks) < kKvcOneSmFilled * double(sm_count) || 2 * blocks > slots)
+        return splits;
+    const int64_t fit = slots / blocks;
+    return key_tiles / fit >= kKvcTwoPerSmMinTiles ? fit : splits;
+}
+
+// Fast memory, tiles ahead (KvcPlan::tiles_ahead): as many as the rings hold (0) on paged caches whose blocks read at
+// least kKvcFullRingMinTiles key tiles and on grids of more blocks than slots; else kvc_tiles_ahead's `ahead`. On an
+// H200, the whole ring against one tile ahead: paged, two blocks an SM, 16 x 8 x 64k page 16 1004 against 1016 us,
+// page 64 970 against 983; many waves, 64 x 32 x 4k dense 966 against 997, 64 x 32 x 16k page 64 3784 against 3915,
+// 64 x 8 x 64k page 16 (4 splits) 3831 against 3923. Dense one-wave grids read 0.4-0.7% slower with it (16 x 8 x 64k,
+// two splits: 964 against 957), and paged grids of short split blocks (batch 1 x 8 x 16k, 8 tiles a block; 4 x 8 x
+// 16k, 32) 1-3% slower.
+constexpr int64_t kKvcFullRingMinTiles = 64;
+FLASHATTN_HD constexpr int kvc_fast_memory_tiles_ahead(int ahead, bool paged, int64_t blocks, int64_t tiles_per_block,
+                                                       int64_t slots) {
+    return (paged && tiles_per_block >= kKvcFullRingMinTiles) || blocks > slots ? 0 : ahead;
+}
+
+// Fast memory, in place of kvc_one_sm_splits: on grids of at most kKvcWideFitUnits units (batch x kv heads: 1 x 8),
+// kKvcWideFitSplits splits where that keeps the grid within the SMs and each split kKvcWideFitMinTiles to
+// kKvcWideFitMaxTiles key tiles (3k-4k keys); else kvc_one_sm_splits. On an H200, batch 1 x 8 x 4k: 16 splits
+// against the H100 rule's 8, page 16 16.9 against 18.2 us, dense 16.3 against 16.6, pages of 64 and 256 the same
+// (cuDNN 16.9-17.6); at 1k keys 16 splits of one tile were 1 us slower than 8. Other lengths are not measured.
+constexpr int64_t kKvcWideFitUnits = 8;
+constexpr int kKvcWideFitSplits = 16;
+constexpr int64_t kKvcWideFitMinTiles = 3, kKvcWideFitMaxTiles = 4;
+FLASHATTN_HD constexpr int64_t kvc_fast_memory_one_sm_splits(int64_t splits, int64_t blocks, int64_t key_tiles,
+                                                             int64_t sm_count) {
+    if (blocks > 0 && blocks <= kKvcWideFitUnits && key_tiles > 0 && blocks * kKvcWideFitSplits <= sm_count &&
+        splits > kKvcPortableCluster) {
+        const int64_t tiles = (key_tiles + kKvcWideFitSplits - 1) / kKvcWideFitSplits;
+        if (tiles >= kKvcWideFitMinTiles && tiles <= kKvcWideFitMaxTiles) return kKvcWideFitSplits;
+    }
+    return kvc_one_sm_splits(splits, blocks, key_tiles, sm_count);
+}
+
 }  // namespace flashattn::kernels

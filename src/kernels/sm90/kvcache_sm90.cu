@@ -228,9 +228,10 @@ int kvc_sm90_tiles_in_flight(const AttnParams& p) {
     });
 }
 
-bool kvc_sm90_many_waves(const AttnParams& p, int64_t slots) {
+bool kvc_sm90_many_waves(const AttnParams& p, int64_t slots, bool fast_memory) {
     const char* choice = std::getenv("FLASHATTN_KVC_MANY_WAVES");
     if (choice && std::strcmp(choice, "0") == 0) return false;
+    if (fast_memory && !(choice && std::strcmp(choice, "1") == 0)) return false;
     const bool page_pieces = kvc_small_page_pieces(p.block_table != nullptr, p.page_size, kvc_sm90_block_n(p));
     const int64_t kv_rows = kv_rows_of(p);
     return !page_pieces && kvc_many_waves(int64_t(p.batch) * p.nheads_k, kv_rows, slots);

@@ -33,8 +33,10 @@ int kvc_sm90_tiles_in_flight(const AttnParams& p);
 int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves);
 // Whether the many-waves rule applies to p on a GPU of `slots` resident blocks (kvc_many_waves, on dense caches and
 // longer page pieces: one kv head a block, kvc_sm90_head_group, and kvc_many_wave_splits splits, the planner's);
-// FLASHATTN_KVC_MANY_WAVES=0 turns it off (measurements).
-bool kvc_sm90_many_waves(const AttnParams& p, int64_t slots);
+// not with fast memory (kvc_fast_memory: on an H200, 256 blocks of 8 kv heads read batch 64 x 32 x 4k page 16 at 948
+// us where one kv head a block read the dense cache at 978). FLASHATTN_KVC_MANY_WAVES=0 turns it off, =1 on with fast
+// memory too (measurements).
+bool kvc_sm90_many_waves(const AttnParams& p, int64_t slots, bool fast_memory);
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan);
 
