@@ -3,8 +3,8 @@
 // that the tests of its numerics in tests/python/test_kvcache.py, which force it, cannot pass with the plan's flag
 // off; whether a block then orders its range is the kernel's own test, kvc_page_order), and that it gives the CPU
 // path's result. By default (or FLASHATTN_KVC_PAGE_ORDER=auto) where kvc_pages_in_address_order says (blocks of 32
-// key tiles or more, on up to 4096 pages of at most 64 rows); =1 takes it on every paged call without ALiBi, =0
-// nowhere. And the paged V pieces copied both 64-column halves at once (KvcPlan::v_fold_rows, kvc_v_fold_rows in
+// key tiles or more, on up to 4096 pages of at most 64 rows; with fast memory, kvc_fast_memory, nowhere); =1 takes it
+// on every paged call without ALiBi, =0 nowhere. And the paged V pieces copied both 64-column halves at once (KvcPlan::v_fold_rows, kvc_v_fold_rows in
 // src/kernels/sm90/kvcache_sm90.cu): which calls fold (by the count of launches that did), with the CPU path's
 // result, and FLASHATTN_KVC_V_FOLD=0 keeping them to one copy a half.
 #include <gtest/gtest.h>
@@ -40,6 +40,9 @@ struct OrderCase {
     const char* fold_env = "";  // FLASHATTN_KVC_V_FOLD
     const char* head_group_env = "";  // FLASHATTN_KVC_HEAD_GROUP
     int64_t head_dim = 128;
+    // FLASHATTN_KVC_FAST_MEMORY: the H100 rules by default, whatever the device ("1": kvc_fast_memory's, which keep
+    // table order)
+    const char* fast_env = "0";
 };
 struct Paths {
     bool ordered, folded;
@@ -88,7 +91,7 @@ Paths run_case(const OrderCase& c) {
     const Workspace workspace = make_workspace(a);
     a.ctx = workspace.ctx;
     ScopedEnv env("FLASHATTN_KVC_PAGE_ORDER", c.env), fold_env("FLASHATTN_KVC_V_FOLD", c.fold_env),
-        group_env("FLASHATTN_KVC_HEAD_GROUP", c.head_group_env);
+        group_env("FLASHATTN_KVC_HEAD_GROUP", c.head_group_env), fast_env("FLASHATTN_KVC_FAST_MEMORY", c.fast_env);
     const int64_t ordered_before = kernels::kvc_sm90_ordered_launches();
     const int64_t folded_before = kernels::kvc_sm90_v_fold_launches();
     kvcache_forward(a);
@@ -117,8 +120,11 @@ TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
              OrderCase{"1", 48, 3, false, true},    // forced; pages of 3 pieces
              OrderCase{"0", 64, 1, false, false},   // kept off where the rule would take it
              OrderCase{"1", 16, 1, true, false},    // ALiBi: never
+             OrderCase{"", 64, 1, false, false, "", "", 128, "1"},   // fast memory: table order
+             OrderCase{"1", 64, 1, false, true, "", "", 128, "1"},   // ... unless forced
          }) {
-        SCOPED_TRACE(std::string("FLASHATTN_KVC_PAGE_ORDER=") + c.env + ", page " + std::to_string(c.page) +
+        SCOPED_TRACE(std::string("FLASHATTN_KVC_PAGE_ORDER=") + c.env + ", FLASHATTN_KVC_FAST_MEMORY=" + c.fast_env +
+                     ", page " + std::to_string(c.page) +
                      ", splits " + std::to_string(c.num_splits) + (c.alibi ? ", ALiBi" : ""));
         EXPECT_EQ(run_case(c).ordered, c.ordered);
     }
@@ -138,7 +144,7 @@ TEST_F(GpuKvcPageOrder, WhichCallsFoldVHalves) {
         bool folded;
     };
     for (const FoldCase& f : {
-             FoldCase{16, 1, "", "", "1", 128, true},      // 16-row pieces, pages in address order
+             FoldCase{16, 1, "", "", "1", 128, true},      // 16-row pieces, pages in address order (the H100 rule)
              FoldCase{16, 7, "0", "", "1", 128, true},     // table order, blocks of 14 tiles
              FoldCase{48, 3, "", "", "1", 128, true},      // pages of three 16-row pieces
              FoldCase{64, 5, "", "", "1", 128, true},      // a whole tile a piece
