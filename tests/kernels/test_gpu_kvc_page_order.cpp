@@ -4,9 +4,9 @@
 // off; whether a block then orders its range is the kernel's own test, kvc_page_order), and that it gives the CPU
 // path's result. By default (or FLASHATTN_KVC_PAGE_ORDER=auto) where kvc_pages_in_address_order says (blocks of 32
 // key tiles or more, on up to 4096 pages of at most 64 rows; with fast memory, kvc_fast_memory, nowhere); =1 takes it
-// on every paged call without ALiBi, =0 nowhere. And the paged V pieces copied both 64-column halves at once (KvcPlan::v_fold_rows, kvc_v_fold_rows in
-// src/kernels/sm90/kvcache_sm90.cu): which calls fold (by the count of launches that did), with the CPU path's
-// result, and FLASHATTN_KVC_V_FOLD=0 keeping them to one copy a half.
+// on every paged call without ALiBi, =0 nowhere. And the paged V pieces copied both 64-column halves at once
+// (KvcPlan::v_fold_rows, kvc_v_fold_rows in src/kernels/sm90/kvcache_sm90.cu): which calls fold (by the count of
+// launches that did), with the CPU path's result, and FLASHATTN_KVC_V_FOLD=0 keeping them to one copy a half.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -124,8 +124,8 @@ TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
              OrderCase{"1", 64, 1, false, true, "", "", 128, "1"},   // ... unless forced
          }) {
         SCOPED_TRACE(std::string("FLASHATTN_KVC_PAGE_ORDER=") + c.env + ", FLASHATTN_KVC_FAST_MEMORY=" + c.fast_env +
-                     ", page " + std::to_string(c.page) +
-                     ", splits " + std::to_string(c.num_splits) + (c.alibi ? ", ALiBi" : ""));
+                     ", page " + std::to_string(c.page) + ", splits " + std::to_string(c.num_splits) +
+                     (c.alibi ? ", ALiBi" : ""));
         EXPECT_EQ(run_case(c).ordered, c.ordered);
     }
 }

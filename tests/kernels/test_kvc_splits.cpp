@@ -252,7 +252,8 @@ TEST(KvcFastMemoryOneSmSplits, SixteenSplitsOfFourTilesOnEightUnits) {
     EXPECT_EQ(kvc_fast_memory_one_sm_splits(32, 8, 128, kSms), kvc_one_sm_splits(32, 8, 128, kSms));  // 8k: 32
     EXPECT_EQ(kvc_fast_memory_one_sm_splits(6, 8, 16, kSms), 6);    // 1k: within a portable cluster already
     EXPECT_EQ(kvc_fast_memory_one_sm_splits(13, 16, 64, kSms), kvc_one_sm_splits(13, 16, 64, kSms));  // 2 x 8: 8
-    EXPECT_EQ(kvc_fast_memory_one_sm_splits(22, 8, 64, 100), kvc_one_sm_splits(22, 8, 64, 100));  // 16 x 8 > SMs
+    // 16 splits of 8 units: over 100 SMs
+    EXPECT_EQ(kvc_fast_memory_one_sm_splits(22, 8, 64, 100), kvc_one_sm_splits(22, 8, 64, 100));
 }
 
 // The next tile's S product beside P V: on grids of at most one block an SM, splits included.

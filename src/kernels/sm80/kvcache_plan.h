@@ -286,9 +286,10 @@ FLASHATTN_HD constexpr bool kvc_overlap_products(int64_t blocks, int64_t sm_coun
 }
 
 // Fast memory (the Hopper kernel's plan): where the memory's peak bandwidth an SM (dram_bytes_per_s over sm_count) is
-// at least kKvcFastMemoryPerSm, a block must keep more bytes in flight to draw its share, and the three rules below
-// replace the H100-measured ones. An H100 SXM has 3.35 TB/s over 132 SMs (25 GB/s an SM), an H200 4.8 TB/s over 132
-// (36 GB/s an SM): the threshold lies between. Measured on an H200 (bench/NOTES.md, "kv-cache on the H200").
+// at least kKvcFastMemoryPerSm, a block must keep more bytes in flight to draw its share, and the rules below replace
+// the H100-measured ones (the planner also drops the many-waves rule and the pages' address order there). An H100
+// SXM has 3.35 TB/s over 132 SMs (25 GB/s an SM), an H200 4.8 TB/s over 132 (36 GB/s an SM): the threshold lies
+// between. Measured on an H200 (bench/NOTES.md, "kv-cache on the H200").
 constexpr double kKvcFastMemoryPerSm = 30e9;  // bytes a second
 FLASHATTN_HD constexpr bool kvc_fast_memory(int64_t dram_bytes_per_s, int64_t sm_count) {
     return sm_count > 0 && double(dram_bytes_per_s) >= kKvcFastMemoryPerSm * double(sm_count);
@@ -304,8 +305,8 @@ FLASHATTN_HD constexpr bool kvc_fast_memory(int64_t dram_bytes_per_s, int64_t sm
 // slower than one.
 constexpr double kKvcOneSmFilled = 0.9;  // as kvc_splits' kKvcFilled
 constexpr int64_t kKvcTwoPerSmMinTiles = 8;
-FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blocks, int64_t key_tiles, int64_t sm_count,
-                                                     int64_t slots) {
+FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blocks, int64_t key_tiles,
+                                                     int64_t sm_count, int64_t slots) {
     if (splits != 1 || blocks <= 0 || double(blocks) < kKvcOneSmFilled * double(sm_count) || 2 * blocks > slots)
         return splits;
     const int64_t fit = slots / blocks;
