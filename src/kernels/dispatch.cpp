@@ -242,7 +242,6 @@ constexpr int kKvcBlockN = 64;  // the Ampere-class kernel's keys a tile up to h
 constexpr int kKvcMinTilesPerSplit = 2;  // a split's key tiles: fewer would not pay for the combine
 constexpr int kKvcMaxSplits = 128;
 constexpr int kKvcLongSplitTiles = 16;  // a split's key tiles from which the fuller count pays (1k keys of 64)
-constexpr double kKvcFilled = 0.9;       // blocks per SM from which a grid is left unsplit
 
 }  // namespace
 
@@ -364,12 +363,11 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     if (p.seqlen_q == 0) plan.num_splits = 1;
     // The Hopper kernel's copies in flight, by the grid with its splits and the tiles each block reads.
     if (tiles_in_flight > 0) {
-        plan.tiles_ahead = kvc_tiles_ahead(blocks * plan.num_splits,
-                                           (key_tiles + plan.num_splits - 1) / plan.num_splits, sm_count, slots);
+        const int64_t tiles_per_block = (key_tiles + plan.num_splits - 1) / plan.num_splits;
+        plan.tiles_ahead = kvc_tiles_ahead(blocks * plan.num_splits, tiles_per_block, sm_count, slots);
         if (fast_memory)
             plan.tiles_ahead = kvc_fast_memory_tiles_ahead(plan.tiles_ahead, p.block_table != nullptr,
-                                                           blocks * plan.num_splits,
-                                                           (key_tiles + plan.num_splits - 1) / plan.num_splits, slots);
+                                                           blocks * plan.num_splits, tiles_per_block, slots);
         plan.overlap_products = kvc_overlap_products(blocks * plan.num_splits, sm_count);
         plan.one_producer = p.block_table != nullptr && kvc_one_producer(key_tiles, plan.num_splits, tiles_in_flight);
     }

@@ -295,7 +295,7 @@ FLASHATTN_HD constexpr bool kvc_fast_memory(int64_t dram_bytes_per_s, int64_t sm
     return sm_count > 0 && double(dram_bytes_per_s) >= kKvcFastMemoryPerSm * double(sm_count);
 }
 
-// Fast memory, grids of about one block an SM (from kKvcOneSmFilled of the SMs, at most half the resident `slots`,
+// Fast memory, grids of about one block an SM (from kKvcFilled of the SMs, at most half the resident `slots`,
 // which kvc_splits leaves whole): slots / blocks splits, two blocks an SM merged in clusters, where each split keeps
 // at least kKvcTwoPerSmMinTiles key tiles; else `splits`. Why: one block an SM keeps two K and two V tiles in flight,
 // which draws an H100's share of the bandwidth but not an H200's. On an H200, graph-replayed, one query row, 2 splits
@@ -303,11 +303,11 @@ FLASHATTN_HD constexpr bool kvc_fast_memory(int64_t dram_bytes_per_s, int64_t sm
 // page 16 260 against 301, 16 x 8 x 4k page 16 79.4 against 85.9, 16 x 8 x 64k page 64 983 against 1001, dense 64k
 // 957 against 990, 4 x 32 x 64k dense 960 against 1001 (cuDNN 952-953); 3 splits (more blocks than slots) were
 // slower than one.
-constexpr double kKvcOneSmFilled = 0.9;  // as kvc_splits' kKvcFilled
+constexpr double kKvcFilled = 0.9;  // blocks per SM from which kvc_splits leaves a grid unsplit
 constexpr int64_t kKvcTwoPerSmMinTiles = 8;
 FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blocks, int64_t key_tiles,
                                                      int64_t sm_count, int64_t slots) {
-    if (splits != 1 || blocks <= 0 || double(blocks) < kKvcOneSmFilled * double(sm_count) || 2 * blocks > slots)
+    if (splits != 1 || blocks <= 0 || double(blocks) < kKvcFilled * double(sm_count) || 2 * blocks > slots)
         return splits;
     const int64_t fit = slots / blocks;
     return key_tiles / fit >= kKvcTwoPerSmMinTiles ? fit : splits;
