@@ -363,12 +363,13 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     if (p.seqlen_q == 0) plan.num_splits = 1;
     // The Hopper kernel's copies in flight, by the grid with its splits and the tiles each block reads.
     if (tiles_in_flight > 0) {
+        const int64_t grid_blocks = blocks * plan.num_splits;
         const int64_t tiles_per_block = (key_tiles + plan.num_splits - 1) / plan.num_splits;
-        plan.tiles_ahead = kvc_tiles_ahead(blocks * plan.num_splits, tiles_per_block, sm_count, slots);
+        plan.tiles_ahead = kvc_tiles_ahead(grid_blocks, tiles_per_block, sm_count, slots);
         if (fast_memory)
-            plan.tiles_ahead = kvc_fast_memory_tiles_ahead(plan.tiles_ahead, p.block_table != nullptr,
-                                                           blocks * plan.num_splits, tiles_per_block, slots);
-        plan.overlap_products = kvc_overlap_products(blocks * plan.num_splits, sm_count);
+            plan.tiles_ahead = kvc_fast_memory_tiles_ahead(plan.tiles_ahead, p.block_table != nullptr, grid_blocks,
+                                                           tiles_per_block, slots);
+        plan.overlap_products = kvc_overlap_products(grid_blocks, sm_count);
         plan.one_producer = p.block_table != nullptr && kvc_one_producer(key_tiles, plan.num_splits, tiles_in_flight);
     }
     // Splits merged in a cluster where the count allows (at most kKvcClusterMax) and the clusters, one a unit, are all
