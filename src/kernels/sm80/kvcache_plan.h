@@ -315,14 +315,15 @@ FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blo
 
 // Fast memory, tiles ahead (KvcPlan::tiles_ahead): as many as the rings hold (0) on paged caches whose blocks read at
 // least kKvcFullRingMinTiles key tiles in units of at most kKvcFullRingMaxSplits splits, and on grids of more blocks
-// than slots; else kvc_tiles_ahead's `ahead`. On an H200, the whole ring against one tile ahead: paged, two splits,
-// 16 x 8 x 64k page 16 1004 against 1016 us, page 64 970 against 983, 16 x 8 x 16k page 16 260.8 against 262.5; many
-// waves, 64 x 32 x 4k dense 966 against 997, 64 x 32 x 16k page 64 3784 against 3915, 64 x 8 x 64k page 16 (4
-// splits) 3831 against 3923. One tile ahead was faster on the paged grids of eight splits a unit (clusters of 8):
-// 4 x 8 x 64k page 64 260.1 against 263.0, 1 x 32 x 64k page 64 257.5 against 261.3, page 16 260.6 against 264.1
-// (4 x 8 x 64k page 16: 265.4 both). Dense one-wave grids read 0.4-2% slower with the whole ring (16 x 8 x 64k, two
-// splits: 964 against 957; 4 x 8 x 64k: 261.5 against 255.8), and paged grids of short split blocks (batch 1 x 8 x
-// 16k, 8 tiles a block; 4 x 8 x 16k, 32) 1-3% slower.
+// than slots; else kvc_tiles_ahead's `ahead`. On an H200, the whole ring against one tile ahead: paged, two splits, 16
+// x 8 x 64k page 16 1004 against 1016 us, page 64 970 against 983, 16 x 8 x 16k page 16 260.8 against 262.5; many
+// waves, 64 x 32 x 4k dense 966 against 997, 64 x 32 x 16k page 64 3784 against 3915, 64 x 8 x 64k page 16 (4 splits)
+// 3831 against 3923. One tile ahead was faster on the paged grids of more splits a unit: eight, 4 x 8 x 64k page 64
+// 260.1 against 263.0, 1 x 32 x 64k page 64 257.5 against 261.3, page 16 260.6 against 264.1 (4 x 8 x 64k page 16:
+// 265.4 both); over 19 paged shapes 1.0-2.7% at pages 64 and 256 and 0.1-1.6% at page 16 on grids of 4-16 splits, but
+// for 8 x 8 x 64k page 16 (4 splits: 497.3 against 496.0). Dense one-wave grids read 0.4-2% slower with the whole ring
+// (16 x 8 x 64k, two splits: 964 against 957; 4 x 8 x 64k: 261.5 against 255.8), and paged grids of short split blocks
+// (batch 1 x 8 x 16k, 8 tiles a block; 4 x 8 x 16k, 32) 1-3% slower.
 constexpr int64_t kKvcFullRingMinTiles = 64;
 constexpr int64_t kKvcFullRingMaxSplits = 2;
 FLASHATTN_HD constexpr int kvc_fast_memory_tiles_ahead(int ahead, bool paged, int64_t blocks, int64_t tiles_per_block,
