@@ -89,8 +89,9 @@ JSON_NAME = "bench_decode.json"
 
 
 # ----- timing ---------------------------------------------------------------------------------------------------------
-def time_us(fn, warmup, reps, flush=None):
-    """Median microseconds of fn() between CUDA events; `flush` (a tensor) is zeroed before each timed call.
+def time_us(fn, warmup, reps, flush=None, prelude=None):
+    """Median microseconds of fn() between CUDA events; `flush` (a tensor) is zeroed before each timed call, and
+    `prelude` (a function), where given, runs after the flush and before the start event.
 
     Every timed call is queued behind a GPU sleep (the gate) before the GPU reaches it, so the events see the GPU's
     time for fn alone: neither a per-call sync's launch latency nor a slow host (a call whose Python layer takes
@@ -108,6 +109,8 @@ def time_us(fn, warmup, reps, flush=None):
         for start, stop in events:
             if flush is not None:
                 flush.zero_()
+            if prelude is not None:
+                prelude()
             start.record()
             fn()
             stop.record()

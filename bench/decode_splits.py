@@ -4,6 +4,10 @@ after an L2 flush as bench/bench_decode.py times it, with PyTorch SDPA (cuDNN) o
 
     python3 bench/decode_splits.py --shapes 1:8:1024 1:8:65536 --splits 0 4 8 16 32 --json out.json
 
+--warm-code also times each graph with a small call of the same kind (batch 1, the shape's kv heads, 256 keys, the
+same page size) replayed between the flush and the start event: the kernel's code is then in L2 (the flush evicts it,
+as a real step's other kernels would), so the difference is what fetching the code from DRAM costs the call.
+
 --int-lengths passes cache_seqlens as an int (every sequence full), so the kernel has no length to load first.
 --env LABEL=VAR:VALUE[,VAR:VALUE] (repeatable) adds variants: each count is also captured with those environment
 variables set (the library reads them while planning, so a graph keeps the plan of its capture), and every variant
@@ -43,6 +47,22 @@ def parse_variants(texts, first_label=""):
     return variants
 
 
+WARM_KEYS = 256  # the warming call's cache length (--warm-code)
+
+
+def warming_graph(kvcache, nheads_k, page, seqlen_q, gen):
+    """A graph of a small call of the same kind (batch 1, nheads_k kv heads, WARM_KEYS keys, paged as asked): what
+    it leaves in L2 is the kernel's code (and its own few inputs)."""
+    q = torch.randn(1, seqlen_q, bd.NHEADS_Q, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
+    k = torch.randn(1, WARM_KEYS, nheads_k, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
+    v = torch.randn_like(k)
+    lengths = torch.full((1,), WARM_KEYS, dtype=torch.int32, device=bd.DEVICE)
+    table = None
+    if page:
+        k, v, table = bd.paged_cache(k, v, page, gen)
+    return bd.graph_of(lambda: kvcache(q, k, v, cache_seqlens=lengths, causal=True, block_table=table))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", nargs="+", required=True, help="batch:nheads_k:cache_len")
@@ -51,6 +71,8 @@ def main():
     ap.add_argument("--int-lengths", action="store_true",
                     help="cache_seqlens as one int (the kernel reads no length from memory), not a tensor")
     ap.add_argument("--env", action="append", default=[], help="LABEL=VAR:VALUE[,VAR:VALUE]: a variant's settings")
+    ap.add_argument("--warm-code", action="store_true",
+                    help="also time each graph with a small call of the same kind just before it (code in L2)")
     ap.add_argument("--seqlen-q", type=int, default=1, help="query rows (SDPA gets the bottom-right causal mask)")
     args = ap.parse_args()
     variants = parse_variants(args.env)
@@ -79,10 +101,15 @@ def main():
                                                                      causal=True, block_table=block_table,
                                                                      num_splits=s))(splits)
                     graphs[f"{label}/{splits}" if label else splits] = bd.graph_of(call)
+        preludes = {s: None for s in graphs}
+        if args.warm_code:
+            warm = warming_graph(flash_attn_with_kvcache, nheads_k, page, args.seqlen_q, gen)
+            for s in list(graphs):
+                graphs[f"warm:{s}"], preludes[f"warm:{s}"] = graphs[s], warm.replay
         times = {s: [] for s in graphs}
         for _ in range(ROUNDS):
             for splits, graph in graphs.items():
-                times[splits].append(bd.time_us(graph.replay, bd.WARMUP, bd.REPS, flush))
+                times[splits].append(bd.time_us(graph.replay, bd.WARMUP, bd.REPS, flush, preludes[splits]))
         cudnn = sdpa["cudnn"][0]
         row = {"batch": batch, "nheads_k": nheads_k, "cache_len": cache_len, "page_size": page, "sdpa_cudnn_us": cudnn,
                "us_by_splits": {str(s): statistics.median(t) for s, t in times.items()}}
