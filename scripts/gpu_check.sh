@@ -99,6 +99,11 @@ if [ "$cc_now" = 90 ]; then
     --timeout 120 -R 'GpuForward\.|GpuEdge|GpuLse|GpuBackward|GpuVarlen|GpuDropout|GpuAttnProbs|GpuDeterministic' > "$out/test_sm80.log" 2>&1
   note "tests with FLASHATTN_FORWARD_PATH=sm80 FLASHATTN_FORWARD_PACKED=0: $(grep -E 'tests passed|tests failed' "$out/test_sm80.log" | tail -1) in $(( $(date +%s) - t0 )) s"
   grep -E '^\s+[0-9]+ - .*(Failed|Not Run|Timeout)' "$out/test_sm80.log" | head -20 | tee -a "$summary"
+  t0=$(date +%s)
+  FLASHATTN_KVCACHE_PATH=sm80 ctest --test-dir "$build" --output-on-failure -j "${FLASHATTN_TEST_JOBS:-8}" \
+    --timeout 120 -R 'GpuKvc|Kvc|KvCache' > "$out/test_kvc_sm80.log" 2>&1
+  note "kv-cache tests with FLASHATTN_KVCACHE_PATH=sm80: $(grep -E 'tests passed|tests failed' "$out/test_kvc_sm80.log" | tail -1) in $(( $(date +%s) - t0 )) s"
+  grep -E '^\s+[0-9]+ - .*(Failed|Not Run|Timeout)' "$out/test_kvc_sm80.log" | head -20 | tee -a "$summary"
   if command -v cuobjdump >/dev/null; then
     fwd90_obj="$build/CMakeFiles/flashattn_objects.dir/src/kernels/sm90/fwd_launch.cu.o"
     note "HGMMA instructions in the Hopper forward: $(cuobjdump -sass "$fwd90_obj" 2>/dev/null | grep -c HGMMA)"
