@@ -31,6 +31,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/mask.h"
 #include "common/numeric.h"
@@ -267,110 +268,121 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // us from the block's start against 4.3), and paged calls of 1-4 x 8-32 kv heads ended 0.1-0.6 us later
         // (bench/NOTES.md, "kv-cache: where random pages cost, and the paged producer's first tile").
         const bool k_first = plan.k_first && !(issue_k && issue_v);
-        // A paged cache's middle tiles in address order (KvcPlan::pages_in_address_order), past the first tiles
-        // both rings take (the same range for both warps). Worked out once tile 0's copies have gone out: its code
-        // is not on the first copies' path.
-        KvcPageOrder order;
-        const int producer = warp - T::kProducerWarp, producers = issue_k && issue_v ? 1 : kKvcOrderProducers;
-        int32_t(*order_buffers)[kKvcOrderWidePages] = s.page_order[producer];  // this warp's windows
-        int32_t(*merge_buffers)[kKvcOrderWidePages] = s.page_order[0];        // a merged range's: both warps'
-        int window[kKvcOrderWidePerLane];     // the window being sorted (read a window ahead: kvc_read_window)
-        int sort_window = 0, sort_stage = 0;  // ... its index, and its sort's next stage
-        int merge_step = 0;                   // a merged range's next step of the merge (kvc_merge_step)
-        auto read_window = [&](int w) {
-            kvc_with_window(order, window, [&](auto& r) { kvc_read_window(order, table_row, w, r, lane); });
-        };
         const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
         if (marks) kvc_mark(kKvProducer);
-        for (int i = 0; i < tiles; ++i) {
-            const int ks = i % T::kKStages, vs = i % T::kVStages;
-            const int n0 = (tile_begin + i) * keys_per_tile;
-            const int pos0 = seq.leftpad + n0;
-            // In pieces: this lane's piece, and (paged) the block its page maps to (pieces past the sequence are
-            // skipped).
-            int where = entry, pieces = 0, row = pos0 + lane * piece_rows;
-            if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
-            if (marks && i == 0) kvc_hold(pieces), kvc_mark(kKvPieces);
-            if (order.active && i >= order.tile_begin && i < order.tile_end) {
-                // A merged range: the other warp's share of the merge is stored (long since: by tile_begin - 1).
-                if (order.merged && i == order.tile_begin && producers > 1)
-                    kvc_merge_wait<kKvcOrderMergeBarrier>(order, 2);
-                const KvcPiece piece =
-                    kvc_ordered_piece(order, order.merged ? merge_buffers : order_buffers, i, lane);
-                where = piece.block, row = piece.row;
-            } else if (table_row) {
-                where = lane < pieces ? table_row[row / p.page_size] : 0;
-                row %= p.page_size;
-            }
-            if (marks && i == 0) kvc_hold(where), kvc_mark(kKvPageRead);
-            if (issue_k) {
-                if (i >= ahead_k) {
-                    const int used = i - ahead_k;
-                    ptx::mbarrier_wait(&s.k_empty[used % T::kKStages], (used / T::kKStages) % 2);
+        // The loop, compiled twice: with the page order (kOrdered) and without it. A paged cache's middle tiles in
+        // address order (KvcPlan::pages_in_address_order), past the first tiles both rings take (the same range for
+        // both warps), are worked out once tile 0's copies have gone out; the loop without that machinery is the
+        // one dense caches and pages in table order run. Why two: the code a block runs before its first copy is
+        // fetched cold (the L2 flushed before a call, or a serving step's other kernels), and the order's state and
+        // its branches were several hundred instructions of it.
+        auto produce = [&](auto ordered) {
+            constexpr bool kOrdered = decltype(ordered)::value;
+            KvcPageOrder order;
+            const int producer = warp - T::kProducerWarp, producers = issue_k && issue_v ? 1 : kKvcOrderProducers;
+            int32_t(*order_buffers)[kKvcOrderWidePages] = s.page_order[producer];  // this warp's windows
+            int32_t(*merge_buffers)[kKvcOrderWidePages] = s.page_order[0];        // a merged range's: both warps'
+            int window[kKvcOrderWidePerLane];     // the window being sorted (read a window ahead: kvc_read_window)
+            int sort_window = 0, sort_stage = 0;  // ... its index, and its sort's next stage
+            int merge_step = 0;                   // a merged range's next step of the merge (kvc_merge_step)
+            auto read_window = [&](int w) {
+                kvc_with_window(order, window, [&](auto& r) { kvc_read_window(order, table_row, w, r, lane); });
+            };
+            for (int i = 0; i < tiles; ++i) {
+                const int ks = i % T::kKStages, vs = i % T::kVStages;
+                const int n0 = (tile_begin + i) * keys_per_tile;
+                const int pos0 = seq.leftpad + n0;
+                // In pieces: this lane's piece, and (paged) the block its page maps to (pieces past the sequence are
+                // skipped).
+                int where = entry, pieces = 0, row = pos0 + lane * piece_rows;
+                if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
+                if (marks && i == 0) kvc_hold(pieces), kvc_mark(kKvPieces);
+                if (kOrdered && order.active && i >= order.tile_begin && i < order.tile_end) {
+                    // A merged range: the other warp's share of the merge is stored (long since: by tile_begin - 1).
+                    if (order.merged && i == order.tile_begin && producers > 1)
+                        kvc_merge_wait<kKvcOrderMergeBarrier>(order, 2);
+                    const KvcPiece piece =
+                        kvc_ordered_piece(order, order.merged ? merge_buffers : order_buffers, i, lane);
+                    where = piece.block, row = piece.row;
+                } else if (table_row) {
+                    where = lane < pieces ? table_row[row / p.page_size] : 0;
+                    row %= p.page_size;
                 }
-                issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced, piece_rows,
-                                               head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
-                                               evict_first);
-                if (marks && i == 0) kvc_mark(kKvFirstIssue);
-                if (i == 0 && k_first) {
-                    __syncwarp();
-                    ptx::named_barrier_arrive<kKvcKFirstBarrier>(64);
+                if (marks && i == 0) kvc_hold(where), kvc_mark(kKvPageRead);
+                if (issue_k) {
+                    if (i >= ahead_k) {
+                        const int used = i - ahead_k;
+                        ptx::mbarrier_wait(&s.k_empty[used % T::kKStages], (used / T::kKStages) % 2);
+                    }
+                    issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced, piece_rows,
+                                                   head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
+                                                   evict_first);
+                    if (marks && i == 0) kvc_mark(kKvFirstIssue);
+                    if (i == 0 && k_first) {
+                        __syncwarp();
+                        ptx::named_barrier_arrive<kKvcKFirstBarrier>(64);
+                    }
                 }
-            }
-            if (issue_v) {
-                if (i == 0 && k_first) ptx::named_barrier_sync<kKvcKFirstBarrier>(64);  // K's first tile went out
-                if (i >= ahead_v) {
-                    const int used = i - ahead_v;
-                    ptx::mbarrier_wait(&s.v_empty[used % T::kVStages], (used / T::kVStages) % 2);
+                if (issue_v) {
+                    if (i == 0 && k_first) ptx::named_barrier_sync<kKvcKFirstBarrier>(64);  // K's first tile went out
+                    if (i >= ahead_v) {
+                        const int used = i - ahead_v;
+                        ptx::mbarrier_wait(&s.v_empty[used % T::kVStages], (used / T::kVStages) % 2);
+                    }
+                    issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced, piece_rows,
+                                                    head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
+                                                    evict_first, plan.v_fold_rows > 0);
                 }
-                issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced, piece_rows,
-                                                head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
-                                                evict_first, plan.v_fold_rows > 0);
-            }
-            if (i == 0) {
-                order = kvc_page_order(plan.pages_in_address_order && table_row, blk, keys_per_tile, p.page_size,
-                                       piece_rows, max(ahead_k, ahead_v), producers, producer);
-                sort_window = order.first_window();
-                if (order.active) read_window(sort_window);
-            }
-            // One stage of the order's sort a tile (KvcPageOrder::stage_tile), a window sorted stored and the next one
-            // read; a merged range's windows sorted, one step a tile of their merge (merge_tile): a pass, or a clean
-            // (the sort's last stage again, on the window loaded back), with its barriers.
-            const bool sorting =
-                order.active && sort_window < order.sort_end() && i == order.stage_tile(sort_window, sort_stage);
-            KvcMergeStep merge;
-            if (!sorting && order.merged && sort_window == order.sort_end() && merge_step < order.merge_steps() &&
-                i == order.merge_tile(merge_step)) {
-                merge = kvc_merge_step(order, merge_step++);
-                if (merge.wait >= 0) kvc_merge_wait<kKvcOrderMergeBarrier>(order, merge.wait);
-                if (merge.pass_a >= 0)
-                    kvc_window_pass(merge_buffers[0], merge.pass_a, merge.pass_b, merge.reversed, lane);
-                if (merge.clean >= 0) kvc_load_window(merge_buffers[0], merge.clean, window, lane);
-            }
-            if (sorting || merge.clean >= 0) {
-                const bool mark_window = marks && sorting && sort_window < 2;
-                if (mark_window && sort_stage == 0) {
-                    kvc_mark(sort_window == 0 ? kKvOrderBegin0 : kKvOrderBegin1);
-                    int every = 0;  // every lane's loads landed
-                    for (int j = 0; j < kKvcOrderPerLane; ++j) every ^= window[j];
-                    kvc_hold(every);
-                    kvc_mark(sort_window == 0 ? kKvOrderRead0 : kKvOrderRead1);
+                if (!kOrdered) continue;
+                if (i == 0) {
+                    order = kvc_page_order(plan.pages_in_address_order && table_row, blk, keys_per_tile,
+                                           p.page_size, piece_rows, max(ahead_k, ahead_v), producers, producer);
+                    sort_window = order.first_window();
+                    if (order.active) read_window(sort_window);
                 }
-                const int stage = sorting ? sort_stage : kKvcCleanStage;
-                kvc_with_window(order, window, [&](auto& r) { warp_sort_stage(r, lane, stage); });
-                if (!sorting) {
-                    kvc_store_window(window, merge_buffers[merge.clean], lane);
-                } else if (++sort_stage == order.stages()) {
-                    int32_t* buffer = order.merged ? merge_buffers[sort_window]
-                                                   : order_buffers[sort_window % kKvcOrderBuffers];
-                    kvc_with_window(order, window, [&](auto& r) { kvc_store_window(r, buffer, lane); });
-                    if (mark_window) kvc_mark(sort_window == 0 ? kKvOrderSorted0 : kKvOrderSorted1);
-                    sort_stage = 0;
-                    if (++sort_window < order.sort_end()) read_window(sort_window);
+                // One stage of the order's sort a tile (KvcPageOrder::stage_tile), a window sorted stored and the
+                // next one read; a merged range's windows sorted, one step a tile of their merge (merge_tile): a pass,
+                // or a clean (the sort's last stage again, on the window loaded back), with its barriers.
+                const bool sorting =
+                    order.active && sort_window < order.sort_end() && i == order.stage_tile(sort_window, sort_stage);
+                KvcMergeStep merge;
+                if (!sorting && order.merged && sort_window == order.sort_end() && merge_step < order.merge_steps() &&
+                    i == order.merge_tile(merge_step)) {
+                    merge = kvc_merge_step(order, merge_step++);
+                    if (merge.wait >= 0) kvc_merge_wait<kKvcOrderMergeBarrier>(order, merge.wait);
+                    if (merge.pass_a >= 0)
+                        kvc_window_pass(merge_buffers[0], merge.pass_a, merge.pass_b, merge.reversed, lane);
+                    if (merge.clean >= 0) kvc_load_window(merge_buffers[0], merge.clean, window, lane);
                 }
+                if (sorting || merge.clean >= 0) {
+                    const bool mark_window = marks && sorting && sort_window < 2;
+                    if (mark_window && sort_stage == 0) {
+                        kvc_mark(sort_window == 0 ? kKvOrderBegin0 : kKvOrderBegin1);
+                        int every = 0;  // every lane's loads landed
+                        for (int j = 0; j < kKvcOrderPerLane; ++j) every ^= window[j];
+                        kvc_hold(every);
+                        kvc_mark(sort_window == 0 ? kKvOrderRead0 : kKvOrderRead1);
+                    }
+                    const int stage = sorting ? sort_stage : kKvcCleanStage;
+                    kvc_with_window(order, window, [&](auto& r) { warp_sort_stage(r, lane, stage); });
+                    if (!sorting) {
+                        kvc_store_window(window, merge_buffers[merge.clean], lane);
+                    } else if (++sort_stage == order.stages()) {
+                        int32_t* buffer = order.merged ? merge_buffers[sort_window]
+                                                       : order_buffers[sort_window % kKvcOrderBuffers];
+                        kvc_with_window(order, window, [&](auto& r) { kvc_store_window(r, buffer, lane); });
+                        if (mark_window) kvc_mark(sort_window == 0 ? kKvOrderSorted0 : kKvOrderSorted1);
+                        sort_stage = 0;
+                        if (++sort_window < order.sort_end()) read_window(sort_window);
+                    }
+                }
+                if (merge.arrive >= 0) kvc_merge_arrive<kKvcOrderMergeBarrier>(order, merge.arrive);
             }
-            if (merge.arrive >= 0) kvc_merge_arrive<kKvcOrderMergeBarrier>(order, merge.arrive);
-        }
+        };
+        if (plan.pages_in_address_order && table_row)
+            produce(std::true_type{});
+        else
+            produce(std::false_type{});
         // The consumers' two cluster barriers (the merge's), passed before leaving; the producers publish nothing
         // through them, so their arrivals are relaxed.
         if (in_cluster) {
