@@ -466,70 +466,84 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::fence_registers(s_flat);
         if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[j % T::kKStages]);
     };
-    for (int i = 0; i < tiles; ++i) {
-        const int vs = i % T::kVStages;
-        const int n0 = (tile_begin + i) * keys_per_tile;
+    // The loop, compiled twice: the general one, and a plain one for blocks of one kv head without softcap or ALiBi
+    // (most decode calls), whose scores need the masks alone, and only on the tiles some row does not wholly see.
+    // Why: the first tile's pass runs its code cold (fetched from memory after an L2 flush, or a serving step's other
+    // kernels), and the score modifiers and the grouped mask were most of the instructions between S and P V.
+    auto consume = [&](auto general) {
+        constexpr bool kGeneral = decltype(general)::value;
+        for (int i = 0; i < tiles; ++i) {
+            const int vs = i % T::kVStages;
+            const int n0 = (tile_begin + i) * keys_per_tile;
 
-        if (!overlap || i == 0) {
-            issue_s(i);
-            s_done(i);
-        }
-
-        uint32_t a_frag[T::kPvSteps][4];
-        // Score modifiers, then the masks on tiles some row does not wholly see (and, with several kv heads, each row's
-        // scores of the other kv heads' key-rows).
-        if (warp_live) {
-            kvc_prepare_scores<T::kNTiles, true>(acc_s[0], p, row_pair, n0, tig, seq.seqlen_k, transform,
-                                                 !(last.begin <= n0 && first.end >= n0 + keys_per_tile), softcap_in,
-                                                 tile_cols);
-            if (second_half)
-                online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
-            else
-                online_softmax<T, 1>(acc_s, acc_o, row_max, row_sum, exp2_mult);
-            pack_p<T>(a_frag, acc_s);
-#pragma unroll
-            for (int ps = 0; ps < T::kPvSteps; ++ps) {  // A fragment registers 0, 2: row group; 1, 3: group + 8
-                if (!row_live[0]) a_frag[ps][0] = a_frag[ps][2] = 0u;
-                if (!row_live[1]) a_frag[ps][1] = a_frag[ps][3] = 0u;
+            if (!overlap || i == 0) {
+                issue_s(i);
+                s_done(i);
             }
-        } else {
-#pragma unroll
-            for (int ps = 0; ps < T::kPvSteps; ++ps) a_frag[ps][0] = a_frag[ps][1] = a_frag[ps][2] = a_frag[ps][3] = 0u;
-        }
 
-        ptx::mbarrier_wait(&s.v_full[vs], (i / T::kVStages) % 2);
-        if (marks && i == tiles - 1) kvc_mark(kKvLastV);
-        // V rows past the sequence hold another sequence's (or never written) values, or were not copied at all: P is
-        // 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
-        const int tail = seq.seqlen_k - n0;
-        if (tail < keys_per_tile) {
-            constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunksPerBox = T::kBlockN * kChunksPerBoxRow;
-            const uint32_t base = ptx::smem_addr(s.v[vs][0]);
-            for (int c = tid; c < T::kBoxesV * kChunksPerBox; c += T::kConsumerThreads) {
-                // The key-row: in its box, or (16-row pieces folded) in its piece's half.
-                const int row = v_fold_pieces ? c / (2 * kPageBoxRows * kChunksPerBoxRow) * kPageBoxRows +
-                                                    c % (kPageBoxRows * kChunksPerBoxRow) / kChunksPerBoxRow
-                                              : c % kChunksPerBox / kChunksPerBoxRow;
-                if (tile_cols.key(row / 8) + row % 8 >= tail) ptx::st_shared_16(base + c * 16, make_uint4(0, 0, 0, 0));
+            uint32_t a_frag[T::kPvSteps][4];
+            // Score modifiers, then the masks on tiles some row does not wholly see (and, with several kv heads,
+            // each row's scores of the other kv heads' key-rows).
+            if (warp_live) {
+                kvc_prepare_scores<T::kNTiles, kGeneral>(acc_s[0], p, row_pair, n0, tig, seq.seqlen_k,
+                                                         kGeneral && transform,
+                                                         !(last.begin <= n0 && first.end >= n0 + keys_per_tile),
+                                                         softcap_in, tile_cols);
+                if (second_half)
+                    online_softmax<T>(acc_s, acc_o, row_max, row_sum, exp2_mult);
+                else
+                    online_softmax<T, 1>(acc_s, acc_o, row_max, row_sum, exp2_mult);
+                pack_p<T>(a_frag, acc_s);
+#pragma unroll
+                for (int ps = 0; ps < T::kPvSteps; ++ps) {  // A fragment registers 0, 2: row group; 1, 3: group + 8
+                    if (!row_live[0]) a_frag[ps][0] = a_frag[ps][2] = 0u;
+                    if (!row_live[1]) a_frag[ps][1] = a_frag[ps][3] = 0u;
+                }
+            } else {
+#pragma unroll
+                for (int ps = 0; ps < T::kPvSteps; ++ps)
+                    a_frag[ps][0] = a_frag[ps][1] = a_frag[ps][2] = a_frag[ps][3] = 0u;
             }
-            ptx::fence_proxy_async_shared();
-            ptx::named_barrier_sync<1>(T::kConsumerThreads);
+
+            ptx::mbarrier_wait(&s.v_full[vs], (i / T::kVStages) % 2);
+            if (marks && i == tiles - 1) kvc_mark(kKvLastV);
+            // V rows past the sequence hold another sequence's (or never written) values, or were not copied at all: P
+            // is 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
+            const int tail = seq.seqlen_k - n0;
+            if (tail < keys_per_tile) {
+                constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunksPerBox = T::kBlockN * kChunksPerBoxRow;
+                const uint32_t base = ptx::smem_addr(s.v[vs][0]);
+                for (int c = tid; c < T::kBoxesV * kChunksPerBox; c += T::kConsumerThreads) {
+                    // The key-row: in its box, or (16-row pieces folded) in its piece's half.
+                    const int row = v_fold_pieces ? c / (2 * kPageBoxRows * kChunksPerBoxRow) * kPageBoxRows +
+                                                        c % (kPageBoxRows * kChunksPerBoxRow) / kChunksPerBoxRow
+                                                  : c % kChunksPerBox / kChunksPerBoxRow;
+                    if (tile_cols.key(row / 8) + row % 8 >= tail)
+                        ptx::st_shared_16(base + c * 16, make_uint4(0, 0, 0, 0));
+                }
+                ptx::fence_proxy_async_shared();
+                ptx::named_barrier_sync<1>(T::kConsumerThreads);
+            }
+            issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]), v_lbo, v_step);
+            if (overlap && i + 1 < tiles) {
+                issue_s(i + 1);
+                ptx::wgmma_wait<1>();  // P V (the older group) done
+                ptx::fence_registers(o_flat);
+                if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
+                s_done(i + 1);
+            } else {
+                ptx::wgmma_wait<0>();
+                ptx::fence_registers(o_flat);
+                if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
+            }
+            if (marks && i == 0) kvc_mark(kKvFirstPv);
+            if (marks && i == tiles - 1) kvc_mark(kKvLastPv);
         }
-        issue_pv<T>(acc_o, a_frag, ptx::smem_addr(s.v[vs][0]), v_lbo, v_step);
-        if (overlap && i + 1 < tiles) {
-            issue_s(i + 1);
-            ptx::wgmma_wait<1>();  // P V (the older group) done
-            ptx::fence_registers(o_flat);
-            if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
-            s_done(i + 1);
-        } else {
-            ptx::wgmma_wait<0>();
-            ptx::fence_registers(o_flat);
-            if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
-        }
-        if (marks && i == 0) kvc_mark(kKvFirstPv);
-        if (marks && i == tiles - 1) kvc_mark(kKvLastPv);
-    }
+    };
+    if (transform || head_group > 1)
+        consume(std::true_type{});
+    else
+        consume(std::false_type{});
 
     // ---- epilogue: the rows' normalised O and LSE, to the output, or (splits) to this block's shared memory for the
     // cluster's merge or to the workspace for the combine ------------------------------------------------------------
