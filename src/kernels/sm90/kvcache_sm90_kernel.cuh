@@ -335,8 +335,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 }
                 if (!kOrdered) continue;
                 if (i == 0) {
-                    order = kvc_page_order(plan.pages_in_address_order && table_row, blk, keys_per_tile,
-                                           p.page_size, piece_rows, max(ahead_k, ahead_v), producers, producer);
+                    // kOrdered: the plan asks for the order on this paged cache (the call below); the block may
+                    // still be too short for it.
+                    order = kvc_page_order(kOrdered, blk, keys_per_tile, p.page_size, piece_rows,
+                                           max(ahead_k, ahead_v), producers, producer);
                     sort_window = order.first_window();
                     if (order.active) read_window(sort_window);
                 }
