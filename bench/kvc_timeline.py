@@ -144,6 +144,9 @@ def balance(rows, ev, t0):
                                                     for k, v in sorted(buckets.items())))
 
 
+WARM_KEYS = 256  # --warm-code's call: its cache length (decode_splits.py's warming call has the same)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", nargs="+", default=["16,8,1024", "16,8,16384", "64,8,1024"],
@@ -154,8 +157,9 @@ def main():
                     help="pages of the pool in a random order, or the same with each block-table row sorted")
     ap.add_argument("--splits", type=int, default=0, help="num_splits (0: the heuristic's)")
     ap.add_argument("--warm-code", action="store_true",
-                    help="a small call of the same kind (batch 1, 256 keys) between the flush and the timed call, so "
-                         "the kernel's code is in L2 (its few blocks' rows are overwritten by the timed call's)")
+                    help=f"a small call of the same kind (batch 1, {WARM_KEYS} keys) between the flush and the timed "
+                         "call, so the kernel's code is in L2 (its few blocks' rows are overwritten by the timed "
+                         "call's)")
     args = ap.parse_args()
     fn = library()
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -169,7 +173,7 @@ def main():
                                                    num_splits=args.splits)
             warm = None
             if args.warm_code:
-                wq, wk, wv, wlengths, wtable = inputs(1, nheads_k, 256, page, gen)
+                wq, wk, wv, wlengths, wtable = inputs(1, nheads_k, WARM_KEYS, page, gen)
                 warm = lambda: flash_attn_with_kvcache(wq, wk, wv, cache_seqlens=wlengths, block_table=wtable,
                                                        causal=True)
             for _ in range(3):
