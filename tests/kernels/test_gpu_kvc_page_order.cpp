@@ -6,7 +6,8 @@
 // key tiles or more, on up to 4096 pages of at most 64 rows; with fast memory, kvc_fast_memory, nowhere); =1 takes it
 // on every paged call without ALiBi, =0 nowhere. And the paged V pieces copied both 64-column halves at once
 // (KvcPlan::v_fold_rows, kvc_v_fold_rows in src/kernels/sm90/kvcache_sm90.cu): which calls fold (by the count of
-// launches that did), with the CPU path's result, and FLASHATTN_KVC_V_FOLD=0 keeping them to one copy a half.
+// launches that did), with the CPU path's result, and FLASHATTN_KVC_V_FOLD=0 keeping them to one copy a half; the
+// same for the paged K pieces (KvcPlan::k_fold, kvc_k_fold) and FLASHATTN_KVC_K_FOLD=0.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,9 +44,10 @@ struct OrderCase {
     // FLASHATTN_KVC_FAST_MEMORY: the H100 rules by default, whatever the device ("1": kvc_fast_memory's, which keep
     // table order)
     const char* fast_env = "0";
+    const char* k_fold_env = "";  // FLASHATTN_KVC_K_FOLD
 };
 struct Paths {
-    bool ordered, folded;
+    bool ordered, folded, k_folded;
 };
 Paths run_case(const OrderCase& c) {
     constexpr int64_t kBatch = 2, kHeads = 32, kHeadsK = 8, kCapacity = 6000;
@@ -94,13 +96,16 @@ Paths run_case(const OrderCase& c) {
     // FLASHATTN_KVCACHE_PATH=sm80 would otherwise send every call to the Ampere-class kernel).
     ScopedEnv path_env("FLASHATTN_KVCACHE_PATH", "");
     ScopedEnv env("FLASHATTN_KVC_PAGE_ORDER", c.env), fold_env("FLASHATTN_KVC_V_FOLD", c.fold_env),
-        group_env("FLASHATTN_KVC_HEAD_GROUP", c.head_group_env), fast_env("FLASHATTN_KVC_FAST_MEMORY", c.fast_env);
+        group_env("FLASHATTN_KVC_HEAD_GROUP", c.head_group_env), fast_env("FLASHATTN_KVC_FAST_MEMORY", c.fast_env),
+        k_fold_env("FLASHATTN_KVC_K_FOLD", c.k_fold_env);
     const int64_t ordered_before = kernels::kvc_sm90_ordered_launches();
     const int64_t folded_before = kernels::kvc_sm90_v_fold_launches();
+    const int64_t k_folded_before = kernels::kvc_sm90_k_fold_launches();
     kvcache_forward(a);
     cuda_sync_check("the paged kv-cache call");
     const Paths paths{kernels::kvc_sm90_ordered_launches() > ordered_before,
-                      kernels::kvc_sm90_v_fold_launches() > folded_before};
+                      kernels::kvc_sm90_v_fold_launches() > folded_before,
+                      kernels::kvc_sm90_k_fold_launches() > k_folded_before};
 
     const HostTensor out_gpu = dout.download(), lse_gpu = dlse.download();
     EXPECT_FALSE(out_gpu.has_poison_or_nan());
@@ -162,6 +167,40 @@ TEST_F(GpuKvcPageOrder, WhichCallsFoldVHalves) {
                      ", FLASHATTN_KVC_HEAD_GROUP=" + f.group_env + ", head dim " + std::to_string(f.head_dim));
         OrderCase c{f.order_env, f.page, f.num_splits, false, false, f.fold_env, f.group_env, f.head_dim};
         EXPECT_EQ(run_case(c).folded, f.folded);
+    }
+}
+
+TEST_F(GpuKvcPageOrder, WhichCallsFoldKHalves) {
+    if (!sm90a_kernels_run_here()) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0, sm_90a)";
+    // One kv head a block (forced), head dim 128, any piece rows: folded (KvcPlan::k_fold, the 5-D map and the S
+    // product's 2 KB group stride); with several splits too, table and address order both; the lengths (5991, 2501)
+    // end inside a piece (the masked keys of a piece copied whole).
+    struct FoldCase {
+        int64_t page;
+        int num_splits;
+        const char* order_env;
+        const char* k_fold_env;
+        const char* group_env;
+        int64_t head_dim;
+        bool folded;
+    };
+    for (const FoldCase& f : {
+             FoldCase{16, 1, "", "", "1", 128, true},      // 16-row pieces, pages in address order (the H100 rule)
+             FoldCase{16, 7, "0", "", "1", 128, true},     // table order, blocks of 14 tiles
+             FoldCase{48, 3, "", "", "1", 128, true},      // pages of three 16-row pieces
+             FoldCase{32, 2, "", "", "1", 128, true},      // 32-row pieces (V's are not folded there)
+             FoldCase{64, 5, "", "", "1", 128, true},      // a whole tile a piece
+             FoldCase{256, 1, "0", "", "1", 128, true},
+             FoldCase{16, 1, "", "0", "1", 128, false},    // FLASHATTN_KVC_K_FOLD=0
+             FoldCase{16, 1, "", "", "max", 128, false},   // several kv heads a block
+             FoldCase{16, 2, "", "", "1", 64, false},      // one 64-column half
+         }) {
+        SCOPED_TRACE("page " + std::to_string(f.page) + ", splits " + std::to_string(f.num_splits) +
+                     ", FLASHATTN_KVC_PAGE_ORDER=" + f.order_env + ", FLASHATTN_KVC_K_FOLD=" + f.k_fold_env +
+                     ", FLASHATTN_KVC_HEAD_GROUP=" + f.group_env + ", head dim " + std::to_string(f.head_dim));
+        OrderCase c{f.order_env, f.page, f.num_splits, false, false, "", f.group_env, f.head_dim};
+        c.k_fold_env = f.k_fold_env;
+        EXPECT_EQ(run_case(c).k_folded, f.folded);
     }
 }
 

@@ -24,6 +24,12 @@ TEST(SmemDesc, FieldsOfAnAddress) {
     EXPECT_EQ(d >> 62, kDescSwizzle128B);                      // 128-byte swizzle
     const uint64_t n = smem_desc_sw128_n_major(0x8000, 176 * 128);
     EXPECT_EQ((n >> 16) & 0x3FFF, (176u * 128) >> 4);          // the boxes' stride of an N-major tile
+    const uint64_t g = smem_desc_sw128_groups(0x4400, 2048);    // folded K pieces: groups 2 KB apart
+    EXPECT_EQ(g & 0x3FFF, 0x4400u >> 4);
+    EXPECT_EQ((g >> 16) & 0x3FFF, 1u);
+    EXPECT_EQ((g >> 32) & 0x3FFF, 2048u >> 4);
+    EXPECT_EQ(g >> 62, kDescSwizzle128B);
+    EXPECT_EQ(smem_desc_sw128_groups(0x4400, kSwizzleRowGroupBytes), smem_desc_sw128(0x4400));
 }
 
 TEST(SmemDesc, AdvanceIsTheDescriptorOfTheOffsetAddress) {

@@ -335,6 +335,43 @@ def test_v_halves_folded_either_way(device, fold, page_size, dtype, monkeypatch)
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fold", ["0", "1"])
+@pytest.mark.parametrize("page_size,dtype", [(16, torch.bfloat16), (32, torch.float16), (48, torch.float16),
+                                             (128, torch.bfloat16)])
+def test_k_halves_folded_either_way(device, fold, page_size, dtype, monkeypatch):
+    # The Hopper kernel copies a paged K piece's two 64-column halves at once (one kv head a block, head dim 128,
+    # any piece rows; FLASHATTN_KVC_K_FOLD=0 keeps one copy a half): the piece lands as [8-row group][half][rows],
+    # which the S product reads with its groups 2 KB apart. The lengths end inside pieces, and the caches are NaN past
+    # them: masked keys of a copied piece must not reach the output in either layout.
+    monkeypatch.setenv("FLASHATTN_KVC_K_FOLD", fold)
+    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "1")
+    check(device, dtype, batch=3, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=1000,
+          seqlen_new=1, lengths=[990, 417, 5], page_size=page_size, num_splits=2, causal=True,
+          nan_past_lengths=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the folded K copies are the GPU kernel's")
+@pytest.mark.parametrize("page_size", [16, 64])
+def test_k_halves_folded_give_the_same_bits(page_size, monkeypatch):
+    # Folding K's halves changes where its rows lie in shared memory, not the S product's sums: the outputs of both
+    # layouts are equal to the bit.
+    gen = torch.Generator().manual_seed(11)
+    randn = lambda *shape: torch.randn(*shape, generator=gen).to("cuda", torch.bfloat16)
+    pages = 3 * 1024 // page_size
+    q, k_cache, v_cache = randn(3, 1, 32, 128), randn(pages, page_size, 8, 128), randn(pages, page_size, 8, 128)
+    table = torch.randperm(pages, generator=gen).view(3, -1).to("cuda", torch.int32)
+    lengths = torch.tensor([1024, 517, 3], dtype=torch.int32, device="cuda")
+    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "1")
+    results = []
+    for fold in ("0", "1"):
+        monkeypatch.setenv("FLASHATTN_KVC_K_FOLD", fold)
+        results.append(flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=table,
+                                               causal=True, return_softmax_lse=True))
+    assert torch.equal(results[0][0], results[1][0])
+    assert torch.equal(results[0][1], results[1][1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k_first", ["0", "1"])
 def test_first_copies_either_way(device, k_first, monkeypatch):
     # The Hopper kernel's two producer warps (paged caches whose blocks read more tiles than the rings hold) issue

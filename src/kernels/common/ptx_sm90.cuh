@@ -158,6 +158,35 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t
 #endif
 }
 
+// tma_load_4d for a 5-D map (x innermost), without and with an L2 eviction policy: the kv-cache kernel's folded K
+// pieces (a page's 8-row groups and the head dim's halves as dimensions of their own).
+__device__ __forceinline__ void tma_load_5d(void* dst, const void* map, uint64_t* bar, int x, int y, int z, int w,
+                                            int v) {
+#if FLASHATTN_SM90
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+        "%6, %7}], [%2];\n" ::"r"(smem_addr(dst)),
+        "l"(map), "r"(smem_addr(bar)), "r"(x), "r"(y), "r"(z), "r"(w), "r"(v)
+        : "memory");
+#else
+    (void)dst, (void)map, (void)bar, (void)x, (void)y, (void)z, (void)w, (void)v;
+    __trap();
+#endif
+}
+__device__ __forceinline__ void tma_load_5d(void* dst, const void* map, uint64_t* bar, int x, int y, int z, int w,
+                                            int v, uint64_t policy) {
+#if FLASHATTN_SM90
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+        "{%3, %4, %5, %6, %7}], [%2], %8;\n" ::"r"(smem_addr(dst)),
+        "l"(map), "r"(smem_addr(bar)), "r"(x), "r"(y), "r"(z), "r"(w), "r"(v), "l"(policy)
+        : "memory");
+#else
+    (void)dst, (void)map, (void)bar, (void)x, (void)y, (void)z, (void)w, (void)v, (void)policy;
+    __trap();
+#endif
+}
+
 // Copy the box at (x innermost, y, z, w) of `map` from shared memory (byte address src, the box's swizzled layout) to
 // global memory, as one operation of this thread's current bulk async-group; parts of the box outside the tensor are
 // not written.

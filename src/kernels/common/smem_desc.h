@@ -15,13 +15,20 @@ namespace flashattn::ptx {
 //   | 32-45 stride byte offset >> 4 | 62-63 swizzle mode (1: 128-byte)
 constexpr uint64_t kDescSwizzle128B = 1;
 constexpr uint32_t kSwizzleRowGroupBytes = 1024;
-FLASHATTN_HD constexpr uint64_t smem_desc_sw128(uint32_t smem_byte_addr, uint32_t leading_bytes = 16) {
+FLASHATTN_HD constexpr uint64_t smem_desc_sw128(uint32_t smem_byte_addr, uint32_t leading_bytes = 16,
+                                                uint32_t group_bytes = kSwizzleRowGroupBytes) {
     uint64_t desc = 0;
     desc |= static_cast<uint64_t>((smem_byte_addr & 0x3FFFF) >> 4);
     desc |= static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFF) << 16;
-    desc |= static_cast<uint64_t>(kSwizzleRowGroupBytes >> 4) << 32;
+    desc |= static_cast<uint64_t>((group_bytes >> 4) & 0x3FFF) << 32;
     desc |= kDescSwizzle128B << 62;
     return desc;
+}
+// The same for a K-major tile whose 8-row groups lie group_bytes apart (a multiple of 1024) instead of one after the
+// other: another tile's groups can sit between them, each group still a whole 1024-byte swizzle block. The kv-cache
+// kernel's folded K pieces (KvcPlan::k_fold_rows) interleave a tile's two 64-column halves by group that way.
+FLASHATTN_HD constexpr uint64_t smem_desc_sw128_groups(uint32_t smem_byte_addr, uint32_t group_bytes) {
+    return smem_desc_sw128(smem_byte_addr, 16, group_bytes);
 }
 // The descriptor of the tile offset_bytes (a multiple of 16) further on than desc's: its start address field plus
 // offset_bytes >> 4. Shared-memory addresses stay below 2^18, so that 14-bit field never carries into the next, and

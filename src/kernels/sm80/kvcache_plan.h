@@ -41,6 +41,10 @@ struct KvcPlan {
     // The Hopper kernel's V pieces copied both 64-column halves at once (kvcache_sm90.cu, kvc_v_fold_rows): a piece of
     // v_fold_rows rows (16, or a whole tile) lands as its two halves one after the other; 0: one copy a half.
     int v_fold_rows = 0;
+    // The Hopper kernel's paged K pieces copied both 64-column halves at once (kvcache_sm90.cu, kvc_k_fold): a piece
+    // lands as [8-row group][half][8 rows][64 columns], the S product reading K's 8-row groups 2 KB apart and its
+    // halves 1 KB apart; false: one copy a half, each half's rows together.
+    bool k_fold = false;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)

@@ -356,10 +356,12 @@ __device__ __forceinline__ void zero_v_tail(typename T::Elem* v_stage, const Sm9
 }
 
 // Issue S = Q K^T for this warpgroup (one wgmma group, not waited for). q_desc: the descriptor of this warpgroup's
-// rows of the Q tile (smem_desc_sw128), each k16 step's reached by smem_desc_advance.
+// rows of the Q tile (smem_desc_sw128), each k16 step's reached by smem_desc_advance. K's 64-column boxes lie
+// k_box_bytes apart (another layout of K's tile, the kv-cache kernel's folded pieces (KvcPlan::k_fold_rows), passes
+// its own with a descriptor of its 8-row groups' stride).
 template <class T>
 __device__ __forceinline__ void issue_qk_desc(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint64_t q_desc,
-                                              uint64_t k_desc) {
+                                              uint64_t k_desc, uint32_t k_box_bytes = T::kBlockN * T::kRowBytes) {
     auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
     ptx::fence_registers(s_flat);
     ptx::wgmma_fence();
@@ -367,20 +369,21 @@ __device__ __forceinline__ void issue_qk_desc(float (&acc_s)[T::kMTiles][T::kNTi
     for (int ks = 0; ks < T::kQkSteps; ++ks) {
         const int box = ks / T::kKStepsPerBox;
         const uint32_t step = (ks % T::kKStepsPerBox) * 16 * 2;  // 16 columns further along the swizzled rows
-        const uint32_t box_bytes = box * T::kBlockN * T::kRowBytes;
         const uint64_t desc_q = ptx::smem_desc_advance(q_desc, box * T::kBlockM * T::kRowBytes + step);
-        const uint64_t desc_k = ptx::smem_desc_advance(k_desc, box_bytes + step);
+        const uint64_t desc_k = ptx::smem_desc_advance(k_desc, box * k_box_bytes + step);
         ptx::wgmma_ss_m64k16<T::kBlockN>(s_flat, desc_q, desc_k, ks > 0 ? 1 : 0, typename T::Elem());
     }
     ptx::wgmma_commit();
 }
-// The same from the Q rows' and the K tile's shared-memory addresses.
+// The same from the Q rows' and the K tile's shared-memory addresses; K's 8-row groups k_group_bytes apart.
 template <class T>
 __device__ __forceinline__ void issue_qk(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint32_t q_smem,
-                                         uint32_t k_smem) {
+                                         uint32_t k_smem, uint32_t k_group_bytes = ptx::kSwizzleRowGroupBytes,
+                                         uint32_t k_box_bytes = T::kBlockN * T::kRowBytes) {
     // Opaque here: otherwise the compiler keeps every step's descriptor live across the main loop.
     ptx::opaque(q_smem);
-    issue_qk_desc<T>(acc_s, ptx::smem_desc_sw128(q_smem), ptx::smem_desc_sw128(k_smem));
+    issue_qk_desc<T>(acc_s, ptx::smem_desc_sw128(q_smem), ptx::smem_desc_sw128_groups(k_smem, k_group_bytes),
+                     k_box_bytes);
 }
 
 // P as wgmma's register A operand: the C layout of two n8 tiles is the A layout of one k16 step.

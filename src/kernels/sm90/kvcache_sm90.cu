@@ -27,7 +27,8 @@ constexpr int kSmallBucket = 64, kLargeBucket = 128;
 constexpr int64_t kTmaStrideElems = 8;  // the copy engine's strides are multiples of 16 bytes
 constexpr uintptr_t kTmaBaseAlign = 16;
 
-std::atomic<int64_t> g_launches{0}, g_cluster_launches{0}, g_ordered_launches{0}, g_v_fold_launches{0};
+std::atomic<int64_t> g_launches{0}, g_cluster_launches{0}, g_ordered_launches{0}, g_v_fold_launches{0},
+    g_k_fold_launches{0};
 
 // Packed query rows a kv head: query rows x the query heads that share it (the head-group and many-waves rules').
 int64_t kv_rows_of(const AttnParams& p) { return kvc_kv_rows(p.seqlen_q, p.nheads, p.nheads_k); }
@@ -144,6 +145,28 @@ int kvc_v_fold_rows(const AttnParams& p, const KvcPlan& plan, uint32_t box_rows)
     return fold ? int(box_rows) : 0;
 }
 
+// The rows of one 128-byte swizzle block (1 KB): the unit the folded K pieces interleave their halves by.
+constexpr int kKvcFoldGroupRows = 8;
+
+// FLASHATTN_KVC_K_FOLD=0: the Hopper kv-cache kernel copies a paged K piece one 64-column half at a time, as before
+// kvc_k_fold (for comparison).
+constexpr const char* kKvcKFoldVariable = "FLASHATTN_KVC_K_FOLD";
+
+// Paged K pieces in one copy each (KvcPlan::k_fold). K cannot land as V's folded pieces do ([piece][half][rows]): the
+// S product's B operand needs each half's 8-row groups evenly spaced. A 5-D map (64 columns, 8 rows, 2 * kv head +
+// half, the page's 8-row groups, the page) lands a piece as [8-row group][half][8 rows][64 columns] instead: each
+// half's groups 2 KB apart whatever the piece's rows, which the product's descriptor reads with its group stride at
+// 2 KB and the halves 1 KB apart. It halves K's copies a paged tile (8 to 4 at pages of 16). Where: one kv head a
+// block, head dim 128 with the kv heads' rows contiguous (the halves and the heads one dimension, 64 elements apart).
+template <class T>
+bool kvc_k_fold(const AttnParams& p, const KvcPlan& plan) {
+    const char* choice = std::getenv(kKvcKFoldVariable);
+    if (choice && std::strcmp(choice, "0") == 0) return false;
+    const bool contiguous = p.k_head_stride == 2 * T::kBoxCols || p.nheads_k == 1;
+    return p.block_table && plan.head_group == 1 && T::kBoxes == 2 && p.head_dim == 2 * T::kBoxCols &&
+           p.page_size % kKvcFoldGroupRows == 0 && contiguous;
+}
+
 template <class T>
 void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto stream = static_cast<cudaStream_t>(p.stream);
@@ -157,9 +180,21 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto box_heads = static_cast<uint32_t>(plan.head_group);
     const CacheGeometry gk = cache_geometry(p, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
     const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
-    const CUtensorMap map_k =
-        make_tensor_map_4d_sw128(p.k, p.dtype, gk.dims, gk.strides, T::kBoxCols, box_rows, box_heads);
     KvcPlan run = plan;
+    run.k_fold = kvc_k_fold<T>(p, plan);
+    CUtensorMap map_k;
+    if (run.k_fold) {
+        // (64 columns, 8 rows, 2 * kv head + half, 8-row group, page): a piece is box_rows / 8 groups of both halves.
+        const uint64_t dims[5] = {uint64_t(T::kBoxCols), uint64_t(kKvcFoldGroupRows), 2 * gk.dims[2],
+                                  gk.dims[1] / kKvcFoldGroupRows, gk.dims[3]};
+        const uint64_t strides[4] = {gk.strides[0], uint64_t(T::kBoxCols), kKvcFoldGroupRows * gk.strides[0],
+                                     gk.strides[2]};
+        const uint32_t box[5] = {uint32_t(T::kBoxCols), uint32_t(kKvcFoldGroupRows), 2,
+                                 box_rows / kKvcFoldGroupRows, 1};
+        map_k = make_tensor_map_5d_sw128(p.k, p.dtype, dims, strides, box);
+    } else {
+        map_k = make_tensor_map_4d_sw128(p.k, p.dtype, gk.dims, gk.strides, T::kBoxCols, box_rows, box_heads);
+    }
     run.v_fold_rows = kvc_v_fold_rows<T>(p, plan, box_rows);
     CUtensorMap map_v;
     if (run.v_fold_rows > 0) {
@@ -179,6 +214,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
         if (plan.merge_in_cluster) g_cluster_launches.fetch_add(1, std::memory_order_relaxed);
         if (plan.pages_in_address_order && p.block_table) g_ordered_launches.fetch_add(1, std::memory_order_relaxed);
         if (run.v_fold_rows > 0) g_v_fold_launches.fetch_add(1, std::memory_order_relaxed);
+        if (run.k_fold) g_k_fold_launches.fetch_add(1, std::memory_order_relaxed);
     });
 }
 
@@ -276,6 +312,7 @@ int64_t kvc_sm90_launches() { return g_launches.load(std::memory_order_relaxed);
 int64_t kvc_sm90_cluster_launches() { return g_cluster_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_ordered_launches() { return g_ordered_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_v_fold_launches() { return g_v_fold_launches.load(std::memory_order_relaxed); }
+int64_t kvc_sm90_k_fold_launches() { return g_k_fold_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn::kernels
 

@@ -48,5 +48,7 @@ int64_t kvc_sm90_cluster_launches();
 int64_t kvc_sm90_ordered_launches();
 // Of those, the launches whose V pieces were copied both halves at once (KvcPlan::v_fold_rows).
 int64_t kvc_sm90_v_fold_launches();
+// ... and those whose K pieces were (KvcPlan::k_fold).
+int64_t kvc_sm90_k_fold_launches();
 
 }  // namespace flashattn::kernels

@@ -17,8 +17,9 @@
 // products have read the stage. Caches are read through a 4-D tensor map (head dim, cache position, kv head, cache
 // entry): dense ones of one kv head a block in whole tiles; paged ones, and any of several kv heads a block, in pieces
 // (kvc_box_rows: 16 or 8 rows with several kv heads, else the most rows up to a tile that divide the page size), each
-// at its page's block; a paged V piece of one kv head brings both its 64-column halves in one copy
-// (KvcPlan::v_fold_rows). Where the plan asks (KvcPlan::pages_in_address_order: blocks of up to 4096 pages), the
+// at its page's block; a paged piece of one kv head brings both its 64-column halves in one copy, V's through the 4-D
+// map with the halves folded into its head dimension (KvcPlan::v_fold_rows), K's through a 5-D one that also splits
+// the page's rows into 8-row groups (KvcPlan::k_fold). Where the plan asks (KvcPlan::pages_in_address_order: blocks of up to 4096 pages), the
 // producers take the pages of the unmasked middle tiles in address order rather than table order (kvc_page_order.cuh).
 // The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
@@ -89,20 +90,28 @@ constexpr int kvc_sm90_smem_bytes() {
 // slice, its heads one after the other: the tile's key-rows as KvcTileCols reads them), at row `row` of block
 // `where` (the lane's own: its piece's page and first row there, from the block table or the page order; a dense
 // cache's entry and position); pieces past the sequence are not copied (the masks and the V tail's zeros cover their
-// rows). `folded` (V, KvcPlan::v_fold_rows): a piece's two boxes are one copy through the folded map, landing one
-// after the other.
+// rows). `fold` (a paged cache's pieces through a folded map, each piece's two boxes one copy): kFoldV (V,
+// KvcPlan::v_fold_rows), the halves landing one after the other; kFoldK (K, KvcPlan::k_fold), interleaved by 8-row
+// group.
+enum KvcFold { kFoldNone, kFoldV, kFoldK };
 template <class T, int kBoxCount, typename Elem>
 __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap* map, uint64_t* full, int lane,
                                                  bool pieced, int piece_rows, int heads, int pos0, int pieces,
                                                  int hk, int where, int row, bool hinted, uint64_t policy,
-                                                 bool folded = false) {
+                                                 KvcFold fold = kFoldNone) {
     // One box: with the L2 `policy` where `hinted` (the plan marks the cache's lines read-once, KvcPlan::kv_read_once).
     // The box at column col, row `row` of the map's head `head` (a folded map's 2 * hk: both halves from column 0).
     auto copy = [&](Elem* dst, int col, int row, int head) {
-        if (hinted)
+        if (fold == kFoldK) {  // the 5-D map: row within its 8-row group, 2 * head + half, the row's group, the page
+            if (hinted)
+                ptx::tma_load_5d(dst, map, full, col, row % 8, head, row / 8, where, policy);
+            else
+                ptx::tma_load_5d(dst, map, full, col, row % 8, head, row / 8, where);
+        } else if (hinted) {
             ptx::tma_load_4d(dst, map, full, col, row, head, where, policy);
-        else
+        } else {
             ptx::tma_load_4d(dst, map, full, col, row, head, where);
+        }
     };
     auto copy_box = [&](Elem* dst, int bx, int row) { copy(dst, bx * T::kBoxCols, row, hk); };
     if (!pieced) {
@@ -115,7 +124,7 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     const int piece_elems = piece_rows * heads * T::kBoxCols;
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, pieces * kBoxCount * piece_elems * 2);
     __syncwarp();
-    if (folded) {  // both halves of the lane's piece in one copy, one after the other (KvcPlan::v_fold_rows)
+    if (fold != kFoldNone) {  // both halves of the lane's piece in one copy (KvcPlan::v_fold_rows, k_fold)
         if (lane < pieces) copy(boxes + lane * kBoxCount * piece_elems, 0, row, 2 * hk);
         return;
     }
@@ -316,7 +325,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                     }
                     issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced, piece_rows,
                                                    head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
-                                                   evict_first);
+                                                   evict_first, plan.k_fold ? kFoldK : kFoldNone);
                     if (marks && i == 0) kvc_mark(kKvFirstIssue);
                     if (i == 0 && k_first) {
                         __syncwarp();
@@ -331,7 +340,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                     }
                     issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced, piece_rows,
                                                     head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
-                                                    evict_first, plan.v_fold_rows > 0);
+                                                    evict_first, plan.v_fold_rows > 0 ? kFoldV : kFoldNone);
                 }
                 if (!kOrdered) continue;
                 if (i == 0) {
@@ -449,6 +458,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     const bool v_fold_pieces = plan.v_fold_rows == kPageBoxRows;
     const uint32_t v_lbo = v_fold_pieces ? kPageBoxRows * T::kRowBytes : T::kBlockN * T::kRowBytes;
     const uint32_t v_step = v_fold_pieces ? 2 * kPageBoxRows * T::kRowBytes : 16 * T::kRowBytes;
+    // K's layout: 64-column boxes of the tile's key-rows, each box's 8-row groups one after the other; or with its
+    // pieces folded (KvcPlan::k_fold) the two halves' groups alternating, so a half's groups lie 2 KB apart and the
+    // halves 1 KB.
+    const uint32_t k_group_bytes = plan.k_fold ? T::kBoxes * ptx::kSwizzleRowGroupBytes : ptx::kSwizzleRowGroupBytes;
+    const uint32_t k_box_bytes = plan.k_fold ? ptx::kSwizzleRowGroupBytes : T::kBlockN * T::kRowBytes;
 
     // With KvcPlan::overlap_products, tile i + 1's S product is issued right after tile i's P V, and the two complete
     // in order: P V's wait (and V's stage released), then S's (and K's); tile i + 1 then starts at its softmax.
@@ -461,7 +475,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::mbarrier_wait(&s.k_full[j % T::kKStages], (j / T::kKStages) % 2);
         if (marks && j == 0) kvc_mark(kKvFirstK);
         if (marks && j == tiles - 1) kvc_mark(kKvLastK);
-        issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[j % T::kKStages][0]));
+        issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[j % T::kKStages][0]), k_group_bytes, k_box_bytes);
     };
     auto s_done = [&](int j) {
         ptx::wgmma_wait<0>();

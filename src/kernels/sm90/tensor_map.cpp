@@ -69,6 +69,16 @@ CUtensorMap make_tensor_map_4d_sw128(const void* base, ElemType dtype, const uin
     return encode_sw128(base, dtype, 4, d, strides, box);
 }
 
+CUtensorMap make_tensor_map_5d_sw128(const void* base, ElemType dtype, const uint64_t (&dims)[5],
+                                     const uint64_t (&strides_elems)[4], const uint32_t (&box)[5]) {
+    constexpr uint64_t kElemBytes = 2;
+    const cuuint64_t d[5] = {dims[0], dims[1], dims[2], dims[3], dims[4]};
+    const cuuint64_t strides[4] = {strides_elems[0] * kElemBytes, strides_elems[1] * kElemBytes,
+                                   strides_elems[2] * kElemBytes, strides_elems[3] * kElemBytes};
+    const cuuint32_t b[5] = {box[0], box[1], box[2], box[3], box[4]};
+    return encode_sw128(base, dtype, 5, d, strides, b);
+}
+
 CUtensorMap make_tensor_map_2d_sw128(const void* base, ElemType dtype, uint64_t cols, uint64_t rows,
                                      uint64_t row_stride_elems, uint32_t box_cols, uint32_t box_rows) {
     constexpr uint64_t kElemBytes = 2;
