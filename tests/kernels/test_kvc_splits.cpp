@@ -232,8 +232,8 @@ TEST(KvcTwoPerSmSplits, GridsOfAboutOneBlockAnSmTakeTwo) {
     EXPECT_EQ(kvc_two_per_sm_splits(1, 64, 64, 66, 66 * 4), 4);       // four blocks an SM resident: four
 }
 
-// Fast memory: the whole ring on paged caches of long blocks in units of one or two splits, and on many-wave grids;
-// else the H100 rule's count.
+// Fast memory: the whole ring on paged caches of long blocks in units of one or two splits (of any count with 16-row
+// pieces), and on many-wave grids; else the H100 rule's count.
 TEST(KvcFastMemoryTilesAhead, WholeRingOnLongPagedBlocksAndManyWaves) {
     constexpr int64_t kSlots = kSms * 2;
     EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 512, 2, kSlots), 0);  // 16 x 8 x 64k, two splits
@@ -246,6 +246,10 @@ TEST(KvcFastMemoryTilesAhead, WholeRingOnLongPagedBlocksAndManyWaves) {
     EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 64 * 8 * 4, 256, 4, kSlots), 0);   // many waves
     EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/false, 256, 512, 2, kSlots), 1);  // dense, one wave
     EXPECT_EQ(kvc_fast_memory_tiles_ahead(0, /*paged=*/false, 128, 64, 1, kSlots), 0);
+    // Pages of 16-row pieces: the whole ring in units of any split count, on blocks as long as the others need.
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 128, 8, kSlots, /*small_pieces=*/true), 0);
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 32, 8, kSlots, /*small_pieces=*/true), 1);
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/false, 256, 128, 8, kSlots, /*small_pieces=*/true), 1);
 }
 
 // Fast memory: batch 1 x 8 kv heads from 3k to 4k keys takes 16 splits of 3-4 tiles; the rest kvc_one_sm_splits.

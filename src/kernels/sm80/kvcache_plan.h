@@ -327,13 +327,16 @@ FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blo
 // 265.4 both); over 19 paged shapes 1.0-2.7% at pages 64 and 256 and 0.1-1.6% at page 16 on grids of 4-16 splits, but
 // for 8 x 8 x 64k page 16 (4 splits: 497.3 against 496.0). Dense one-wave grids read 0.4-2% slower with the whole ring
 // (16 x 8 x 64k, two splits: 964 against 957; 4 x 8 x 64k: 261.5 against 255.8), and paged grids of short split blocks
-// (batch 1 x 8 x 16k, 8 tiles a block; 4 x 8 x 16k, 32) 1-3% slower.
+// (batch 1 x 8 x 16k, 8 tiles a block; 4 x 8 x 16k, 32) 1-3% slower. Pages of 16-row pieces (small_pieces,
+// kvc_small_page_pieces) take the whole ring in units of any split count since their K pieces are one copy each
+// (KvcPlan::k_fold): then 4 x 8 x 64k page 16 262.9 against 265.7 us, 1 x 32 x 64k page 16 260.6 against 263.0.
 constexpr int64_t kKvcFullRingMinTiles = 64;
 constexpr int64_t kKvcFullRingMaxSplits = 2;
 FLASHATTN_HD constexpr int kvc_fast_memory_tiles_ahead(int ahead, bool paged, int64_t blocks, int64_t tiles_per_block,
-                                                       int64_t splits, int64_t slots) {
+                                                       int64_t splits, int64_t slots, bool small_pieces = false) {
     if (blocks > slots) return 0;
-    return paged && tiles_per_block >= kKvcFullRingMinTiles && splits <= kKvcFullRingMaxSplits ? 0 : ahead;
+    const bool units_fit = splits <= kKvcFullRingMaxSplits || small_pieces;
+    return paged && tiles_per_block >= kKvcFullRingMinTiles && units_fit ? 0 : ahead;
 }
 
 // Fast memory, in place of kvc_one_sm_splits: on grids of at most kKvcWideFitUnits units (batch x kv heads: 1 x 8),
