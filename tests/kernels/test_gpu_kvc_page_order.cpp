@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <numeric>
 #include <random>
 #include <string>
@@ -138,20 +139,34 @@ TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
     }
 }
 
+// One fold's cases: each call with `variable` (FLASHATTN_KVC_V_FOLD or FLASHATTN_KVC_K_FOLD) set to its fold_env,
+// checking which path `which` says it took.
+struct FoldCase {
+    int64_t page;
+    int num_splits;
+    const char* order_env;
+    const char* fold_env;
+    const char* group_env;
+    int64_t head_dim;
+    bool folded;
+};
+void expect_folds(const std::string& variable, bool Paths::*which, std::initializer_list<FoldCase> cases) {
+    const bool k = variable == "FLASHATTN_KVC_K_FOLD";
+    for (const FoldCase& f : cases) {
+        SCOPED_TRACE("page " + std::to_string(f.page) + ", splits " + std::to_string(f.num_splits) +
+                     ", FLASHATTN_KVC_PAGE_ORDER=" + f.order_env + ", " + variable + "=" + f.fold_env +
+                     ", FLASHATTN_KVC_HEAD_GROUP=" + f.group_env + ", head dim " + std::to_string(f.head_dim));
+        OrderCase c{f.order_env, f.page, f.num_splits, false, false, k ? "" : f.fold_env, f.group_env, f.head_dim};
+        if (k) c.k_fold_env = f.fold_env;
+        EXPECT_EQ(run_case(c).*which, f.folded);
+    }
+}
+
 TEST_F(GpuKvcPageOrder, WhichCallsFoldVHalves) {
     if (!sm90a_kernels_run_here()) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0, sm_90a)";
     // One kv head a block (forced), head dim 128, pieces of 16 rows or a whole tile: folded; each with several splits
     // too, table and address order both; the lengths (5991, 2501) end inside a piece (the V tail in the folded layout).
-    struct FoldCase {
-        int64_t page;
-        int num_splits;
-        const char* order_env;
-        const char* fold_env;
-        const char* group_env;
-        int64_t head_dim;
-        bool folded;
-    };
-    for (const FoldCase& f : {
+    expect_folds("FLASHATTN_KVC_V_FOLD", &Paths::folded, {
              FoldCase{16, 1, "", "", "1", 128, true},      // 16-row pieces, pages in address order (the H100 rule)
              FoldCase{16, 7, "0", "", "1", 128, true},     // table order, blocks of 14 tiles
              FoldCase{48, 3, "", "", "1", 128, true},      // pages of three 16-row pieces
@@ -161,13 +176,7 @@ TEST_F(GpuKvcPageOrder, WhichCallsFoldVHalves) {
              FoldCase{16, 1, "", "0", "1", 128, false},    // FLASHATTN_KVC_V_FOLD=0
              FoldCase{16, 1, "", "", "max", 128, false},   // several kv heads a block
              FoldCase{16, 2, "", "", "1", 64, false},      // one 64-column half
-         }) {
-        SCOPED_TRACE("page " + std::to_string(f.page) + ", splits " + std::to_string(f.num_splits) +
-                     ", FLASHATTN_KVC_PAGE_ORDER=" + f.order_env + ", FLASHATTN_KVC_V_FOLD=" + f.fold_env +
-                     ", FLASHATTN_KVC_HEAD_GROUP=" + f.group_env + ", head dim " + std::to_string(f.head_dim));
-        OrderCase c{f.order_env, f.page, f.num_splits, false, false, f.fold_env, f.group_env, f.head_dim};
-        EXPECT_EQ(run_case(c).folded, f.folded);
-    }
+         });
 }
 
 TEST_F(GpuKvcPageOrder, WhichCallsFoldKHalves) {
@@ -175,16 +184,7 @@ TEST_F(GpuKvcPageOrder, WhichCallsFoldKHalves) {
     // One kv head a block (forced), head dim 128, any piece rows: folded (KvcPlan::k_fold, the 5-D map and the S
     // product's 2 KB group stride); with several splits too, table and address order both; the lengths (5991, 2501)
     // end inside a piece (the masked keys of a piece copied whole).
-    struct FoldCase {
-        int64_t page;
-        int num_splits;
-        const char* order_env;
-        const char* k_fold_env;
-        const char* group_env;
-        int64_t head_dim;
-        bool folded;
-    };
-    for (const FoldCase& f : {
+    expect_folds("FLASHATTN_KVC_K_FOLD", &Paths::k_folded, {
              FoldCase{16, 1, "", "", "1", 128, true},      // 16-row pieces, pages in address order (the H100 rule)
              FoldCase{16, 7, "0", "", "1", 128, true},     // table order, blocks of 14 tiles
              FoldCase{48, 3, "", "", "1", 128, true},      // pages of three 16-row pieces
@@ -194,14 +194,7 @@ TEST_F(GpuKvcPageOrder, WhichCallsFoldKHalves) {
              FoldCase{16, 1, "", "0", "1", 128, false},    // FLASHATTN_KVC_K_FOLD=0
              FoldCase{16, 1, "", "", "max", 128, false},   // several kv heads a block
              FoldCase{16, 2, "", "", "1", 64, false},      // one 64-column half
-         }) {
-        SCOPED_TRACE("page " + std::to_string(f.page) + ", splits " + std::to_string(f.num_splits) +
-                     ", FLASHATTN_KVC_PAGE_ORDER=" + f.order_env + ", FLASHATTN_KVC_K_FOLD=" + f.k_fold_env +
-                     ", FLASHATTN_KVC_HEAD_GROUP=" + f.group_env + ", head dim " + std::to_string(f.head_dim));
-        OrderCase c{f.order_env, f.page, f.num_splits, false, false, "", f.group_env, f.head_dim};
-        c.k_fold_env = f.k_fold_env;
-        EXPECT_EQ(run_case(c).k_folded, f.folded);
-    }
+         });
 }
 
 }  // namespace

@@ -321,29 +321,20 @@ def test_pages_of_one_and_two_pieces(device, page_size):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("fold", ["0", "1"])
-@pytest.mark.parametrize("page_size,dtype", [(16, torch.bfloat16), (48, torch.float16), (64, torch.bfloat16)])
-def test_v_halves_folded_either_way(device, fold, page_size, dtype, monkeypatch):
-    # The Hopper kernel copies a paged V piece's two 64-column halves at once (one kv head a block, head dim 128,
-    # pieces of 16 rows or a whole tile; FLASHATTN_KVC_V_FOLD=0 keeps one copy a half): 16-row pieces then land as
-    # [piece][half][rows], which the P V product and the V tail's zeroing read so. The lengths end inside pieces,
-    # and the caches are NaN past them: a tail row left unzeroed in either layout turns the output NaN.
-    monkeypatch.setenv("FLASHATTN_KVC_V_FOLD", fold)
-    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "1")
-    check(device, dtype, batch=3, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=1000,
-          seqlen_new=1, lengths=[990, 417, 5], page_size=page_size, num_splits=2, causal=True,
-          nan_past_lengths=True)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("fold", ["0", "1"])
-@pytest.mark.parametrize("page_size,dtype", [(16, torch.bfloat16), (32, torch.float16), (48, torch.float16),
-                                             (128, torch.bfloat16)])
-def test_k_halves_folded_either_way(device, fold, page_size, dtype, monkeypatch):
-    # The Hopper kernel copies a paged K piece's two 64-column halves at once (one kv head a block, head dim 128,
-    # any piece rows; FLASHATTN_KVC_K_FOLD=0 keeps one copy a half): the piece lands as [8-row group][half][rows],
-    # which the S product reads with its groups 2 KB apart. The lengths end inside pieces, and the caches are NaN past
-    # them: masked keys of a copied piece must not reach the output in either layout.
-    monkeypatch.setenv("FLASHATTN_KVC_K_FOLD", fold)
+@pytest.mark.parametrize("variable,page_size,dtype", [
+    ("FLASHATTN_KVC_V_FOLD", 16, torch.bfloat16), ("FLASHATTN_KVC_V_FOLD", 48, torch.float16),
+    ("FLASHATTN_KVC_V_FOLD", 64, torch.bfloat16),
+    ("FLASHATTN_KVC_K_FOLD", 16, torch.bfloat16), ("FLASHATTN_KVC_K_FOLD", 32, torch.float16),
+    ("FLASHATTN_KVC_K_FOLD", 48, torch.float16), ("FLASHATTN_KVC_K_FOLD", 128, torch.bfloat16),
+])
+def test_halves_folded_either_way(device, fold, variable, page_size, dtype, monkeypatch):
+    # The Hopper kernel copies a paged piece's two 64-column halves at once (one kv head a block, head dim 128; =0
+    # keeps one copy a half). V (FLASHATTN_KVC_V_FOLD; pieces of 16 rows or a whole tile): 16-row pieces land as
+    # [piece][half][rows], which the P V product and the V tail's zeroing read so. K (FLASHATTN_KVC_K_FOLD; any piece
+    # rows): a piece lands as [8-row group][half][rows], which the S product reads with its groups 2 KB apart. The
+    # lengths end inside pieces, and the caches are NaN past them: a tail row left unzeroed, or a masked key of a
+    # copied piece reaching the output, turns it NaN.
+    monkeypatch.setenv(variable, fold)
     monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "1")
     check(device, dtype, batch=3, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=1000,
           seqlen_new=1, lengths=[990, 417, 5], page_size=page_size, num_splits=2, causal=True,
