@@ -75,6 +75,8 @@ FLASHATTN_HD constexpr KvcGrid kvc_grid(int64_t batch, int64_t seqlen_q, int64_t
 // size, so that a tile of block_n keys (block_n a power of two, cache positions aligned to it) is whole pieces, each
 // inside one page.
 constexpr int kPageBoxRows = 16;  // every page size is a multiple of 16
+// The rows of one 128-byte swizzle block (1 KB): the unit folded K pieces interleave their halves by (KvcPlan::k_fold).
+constexpr int kKvcFoldGroupRows = 8;
 FLASHATTN_HD constexpr int kvc_piece_rows(int64_t page_size, int block_n) {
     int rows = block_n;
     while (rows > kPageBoxRows && page_size % rows != 0) rows /= 2;

@@ -131,9 +131,9 @@ constexpr const char* kKvcVFoldVariable = "FLASHATTN_KVC_V_FOLD";
 // halves folded into the map's head dimension (2 * head + half: a head's 128 columns are its two halves, 64 apart)
 // one copy brings both, and the piece lands as [half][rows][64 columns]: the P V product reads it with the halves
 // 2 KB apart and a k16 step a piece on (16-row pieces), or as the usual tile (pieces of a whole tile). K cannot land
-// so (its S product's B operand needs each half's rows evenly spaced): kvc_k_fold folds it another way. Where: one kv head a block (the pieces of
-// several are their heads' rows in turn), head dim 128 with the kv heads' rows contiguous, pieces of 16 rows or a
-// whole tile.
+// so (its S product's B operand needs each half's rows evenly spaced): kvc_k_fold folds it another way. Where: one kv
+// head a block (the pieces of several are their heads' rows in turn), head dim 128 with the kv heads' rows
+// contiguous, pieces of 16 rows or a whole tile.
 template <class T>
 int kvc_v_fold_rows(const AttnParams& p, const KvcPlan& plan, uint32_t box_rows) {
     const char* choice = std::getenv(kKvcVFoldVariable);
@@ -144,9 +144,6 @@ int kvc_v_fold_rows(const AttnParams& p, const KvcPlan& plan, uint32_t box_rows)
                       rows_fit && contiguous;
     return fold ? int(box_rows) : 0;
 }
-
-// The rows of one 128-byte swizzle block (1 KB): the unit the folded K pieces interleave their halves by.
-constexpr int kKvcFoldGroupRows = 8;
 
 // FLASHATTN_KVC_K_FOLD=0: the Hopper kv-cache kernel copies a paged K piece one 64-column half at a time, as before
 // kvc_k_fold (for comparison).

@@ -19,9 +19,9 @@
 // (kvc_box_rows: 16 or 8 rows with several kv heads, else the most rows up to a tile that divide the page size), each
 // at its page's block; a paged piece of one kv head brings both its 64-column halves in one copy, V's through the 4-D
 // map with the halves folded into its head dimension (KvcPlan::v_fold_rows), K's through a 5-D one that also splits
-// the page's rows into 8-row groups (KvcPlan::k_fold). Where the plan asks (KvcPlan::pages_in_address_order: blocks of up to 4096 pages), the
-// producers take the pages of the unmasked middle tiles in address order rather than table order (kvc_page_order.cuh).
-// The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
+// the page's rows into 8-row groups (KvcPlan::k_fold). Where the plan asks (KvcPlan::pages_in_address_order: blocks
+// of up to 4096 pages), the producers take the pages of the unmasked middle tiles in address order rather than table
+// order (kvc_page_order.cuh). The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
 // registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
 // packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits, the splits of a unit are usually one
 // thread block cluster and merge there (kvc_cluster_merge below); otherwise each block writes its normalised partial O
@@ -103,10 +103,11 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     // The box at column col, row `row` of the map's head `head` (a folded map's 2 * hk: both halves from column 0).
     auto copy = [&](Elem* dst, int col, int row, int head) {
         if (fold == kFoldK) {  // the 5-D map: row within its 8-row group, 2 * head + half, the row's group, the page
+            const int in_group = row % kKvcFoldGroupRows, group = row / kKvcFoldGroupRows;
             if (hinted)
-                ptx::tma_load_5d(dst, map, full, col, row % 8, head, row / 8, where, policy);
+                ptx::tma_load_5d(dst, map, full, col, in_group, head, group, where, policy);
             else
-                ptx::tma_load_5d(dst, map, full, col, row % 8, head, row / 8, where);
+                ptx::tma_load_5d(dst, map, full, col, in_group, head, group, where);
         } else if (hinted) {
             ptx::tma_load_4d(dst, map, full, col, row, head, where, policy);
         } else {
