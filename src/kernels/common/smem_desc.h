@@ -26,7 +26,7 @@ FLASHATTN_HD constexpr uint64_t smem_desc_sw128(uint32_t smem_byte_addr, uint32_
 }
 // The same for a K-major tile whose 8-row groups lie group_bytes apart (a multiple of 1024) instead of one after the
 // other: another tile's groups can sit between them, each group still a whole 1024-byte swizzle block. The kv-cache
-// kernel's folded K pieces (KvcPlan::k_fold_rows) interleave a tile's two 64-column halves by group that way.
+// kernel's folded K pieces (KvcPlan::k_fold) interleave a tile's two 64-column halves by group that way.
 FLASHATTN_HD constexpr uint64_t smem_desc_sw128_groups(uint32_t smem_byte_addr, uint32_t group_bytes) {
     return smem_desc_sw128(smem_byte_addr, 16, group_bytes);
 }

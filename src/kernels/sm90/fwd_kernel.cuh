@@ -357,7 +357,7 @@ __device__ __forceinline__ void zero_v_tail(typename T::Elem* v_stage, const Sm9
 
 // Issue S = Q K^T for this warpgroup (one wgmma group, not waited for). q_desc: the descriptor of this warpgroup's
 // rows of the Q tile (smem_desc_sw128), each k16 step's reached by smem_desc_advance. K's 64-column boxes lie
-// k_box_bytes apart (another layout of K's tile, the kv-cache kernel's folded pieces (KvcPlan::k_fold_rows), passes
+// k_box_bytes apart (another layout of K's tile, the kv-cache kernel's folded pieces (KvcPlan::k_fold), passes
 // its own with a descriptor of its 8-row groups' stride).
 template <class T>
 __device__ __forceinline__ void issue_qk_desc(float (&acc_s)[T::kMTiles][T::kNTiles][4], uint64_t q_desc,

@@ -27,7 +27,7 @@ CUtensorMap make_tensor_map_4d_sw128(const void* base, ElemType dtype, const uin
 
 // A 5-D map, dims innermost first with strides in elements (each a multiple of 8) for dims 1-4 in any order, boxes of
 // box[0] x ... x box[4] in the 128-byte swizzle, in shared memory dim 0 fastest and dim 4 slowest. The kv-cache
-// kernel's folded K pieces (KvcPlan::k_fold_rows) split a page's rows into 8-row groups and the head dim's two
+// kernel's folded K pieces (KvcPlan::k_fold) split a page's rows into 8-row groups and the head dim's two
 // 64-column halves, so that one copy lands a piece as [row group][half][8 rows][64 columns].
 CUtensorMap make_tensor_map_5d_sw128(const void* base, ElemType dtype, const uint64_t (&dims)[5],
                                      const uint64_t (&strides_elems)[4], const uint32_t (&box)[5]);
