@@ -163,8 +163,8 @@ bool kvc_k_fold(const AttnParams& p, const KvcPlan& plan) {
     const char* choice = std::getenv(kKvcKFoldVariable);
     if (choice && std::strcmp(choice, "0") == 0) return false;
     const bool contiguous = p.k_head_stride == 2 * T::kBoxCols || p.nheads_k == 1;
-    return p.block_table && plan.head_group == 1 && T::kBoxes == 2 && p.head_dim == 2 * T::kBoxCols &&
-           p.page_size % kKvcFoldGroupRows == 0 && contiguous;
+    static_assert(kPageBoxRows % kKvcFoldGroupRows == 0, "every page is whole 8-row groups");
+    return p.block_table && plan.head_group == 1 && T::kBoxes == 2 && p.head_dim == 2 * T::kBoxCols && contiguous;
 }
 
 template <class T>
