@@ -216,20 +216,22 @@ TEST(KvcFastMemory, FromThirtyGigabytesASecondAnSm) {
     EXPECT_FALSE(kvc_fast_memory(4'800'000'000'000, 0));
 }
 
-// Fast memory: a grid of about one block an SM, which kvc_splits leaves whole, splits to two blocks an SM.
+// Fast memory: a grid of about one block an SM, which kvc_splits leaves whole, splits to two blocks an SM where each
+// split keeps 4k keys (64 tiles).
 TEST(KvcTwoPerSmSplits, GridsOfAboutOneBlockAnSmTakeTwo) {
     constexpr int64_t kSlots = kSms * 2;
-    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 64, kSms, kSlots), 2);    // batch 16 x 8 kv heads x 4k: 32 tiles a split
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 128, kSms, kSlots), 2);   // batch 16 x 8 kv heads x 8k: 64 tiles a split
     EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 1024, kSms, kSlots), 2);  // 16 x 8 x 64k, 4 x 32 x 64k
-    EXPECT_EQ(kvc_two_per_sm_splits(1, kSms, 64, kSms, kSlots), 2);
-    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 8, kSms, kSlots), 1);     // 512 keys: splits of 4 tiles are too short
-    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 16, kSms, kSlots), 2);    // 1k keys: 8 tiles a split
-    EXPECT_EQ(kvc_two_per_sm_splits(1, 133, 64, kSms, kSlots), 1);    // over half the slots
-    EXPECT_EQ(kvc_two_per_sm_splits(1, 256, 64, kSms, kSlots), 1);    // already two an SM
-    EXPECT_EQ(kvc_two_per_sm_splits(1, 100, 64, kSms, kSlots), 1);    // below 0.9 of the SMs: kvc_splits' grids
-    EXPECT_EQ(kvc_two_per_sm_splits(4, 64, 64, kSms, kSlots), 4);     // split by the wave rule already
-    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 64, kSms, kSms), 1);      // one block an SM resident
-    EXPECT_EQ(kvc_two_per_sm_splits(1, 64, 64, 66, 66 * 4), 4);       // four blocks an SM resident: four
+    EXPECT_EQ(kvc_two_per_sm_splits(1, kSms, 128, kSms, kSlots), 2);
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 64, kSms, kSlots), 1);    // 4k keys: one split of 64 tiles
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 127, kSms, kSlots), 1);   // splits of 63 tiles are too short
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 16, kSms, kSlots), 1);    // 1k keys
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 133, 128, kSms, kSlots), 1);   // over half the slots
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 256, 128, kSms, kSlots), 1);   // already two an SM
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 100, 128, kSms, kSlots), 1);   // below 0.9 of the SMs: kvc_splits' grids
+    EXPECT_EQ(kvc_two_per_sm_splits(4, 64, 128, kSms, kSlots), 4);    // split by the wave rule already
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 128, kSms, kSms), 1);     // one block an SM resident
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 64, 256, 66, 66 * 4), 4);      // four blocks an SM resident: four
 }
 
 // Fast memory: the whole ring on paged caches of long blocks in units of one or two splits (of any count with 16-row

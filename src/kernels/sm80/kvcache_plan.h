@@ -301,16 +301,21 @@ FLASHATTN_HD constexpr bool kvc_fast_memory(int64_t dram_bytes_per_s, int64_t sm
     return sm_count > 0 && double(dram_bytes_per_s) >= kKvcFastMemoryPerSm * double(sm_count);
 }
 
-// Fast memory, grids of about one block an SM (from kKvcFilled of the SMs, at most half the resident `slots`,
-// which kvc_splits leaves whole): slots / blocks splits, two blocks an SM merged in clusters, where each split keeps
-// at least kKvcTwoPerSmMinTiles key tiles; else `splits`. Why: one block an SM keeps two K and two V tiles in flight,
-// which draws an H100's share of the bandwidth but not an H200's. On an H200, graph-replayed, one query row, 2 splits
-// against 1: batch 16 x 8 kv heads x 64k page 16 1016 against 1164 us, 16k page 16 262 against 301, 4 x 32 x 16k
-// page 16 260 against 301, 16 x 8 x 4k page 16 79.4 against 85.9, 16 x 8 x 64k page 64 983 against 1001, dense 64k
-// 957 against 990, 4 x 32 x 64k dense 960 against 1001 (cuDNN 952-953); 3 splits (more blocks than slots) were
-// slower than one.
+// Fast memory, grids of about one block an SM (from kKvcFilled of the SMs, at most half the resident `slots`, which
+// kvc_splits leaves whole): slots / blocks splits, two blocks an SM merged in clusters, where each split keeps at least
+// kKvcTwoPerSmMinTiles key tiles; else `splits`. Why: one block an SM keeps two K and two V tiles in flight, which
+// draws an H100's share of the bandwidth but not an H200's on long caches. On an H200, graph-replayed, one query row, 2
+// splits against 1: batch 16 x 8 kv heads x 64k page 16 1016 against 1164 us, 16k page 16 262 against 301, 4 x 32 x 16k
+// page 16 260 against 301, 16 x 8 x 64k page 64 983 against 1001, dense 64k 957 against 990, 4 x 32 x 64k dense 960
+// against 1001 (cuDNN 952-953); 3 splits (more blocks than slots) were slower than one. Up to 4k keys (64 tiles) one
+// split (one block an SM, whose products overlap: kvc_overlap_products) reads faster, as measured once K's pieces were
+// folded and the plain loop compiled apart: at 4k by 0.3-1.1 us on all eight 16 x 8 and 4 x 32 caches (dense, pages 16,
+// 64, 256; 16 x 8 x 4k page 256 75.9 against 76.7, 4 x 32 x 4k page 64 75.3 against 76.3), at 1k by 0.4-0.9 us, at 2k
+// on three of four (16 x 8 x 2k dense 44.3 against 43.4 the exception), and with four query rows at 1k-4k on all seven;
+// from 8k two splits are equal or faster on 16 x 8 caches (8k page 16 136.1 against 139.3, 32k page 64 483.5 against
+// 494.7). bench/NOTES.md, "kv-cache: one split up to 4k keys".
 constexpr double kKvcFilled = 0.9;  // blocks per SM from which kvc_splits leaves a grid unsplit
-constexpr int64_t kKvcTwoPerSmMinTiles = 8;
+constexpr int64_t kKvcTwoPerSmMinTiles = 64;
 FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blocks, int64_t key_tiles,
                                                      int64_t sm_count, int64_t slots) {
     if (splits != 1 || blocks <= 0 || double(blocks) < kKvcFilled * double(sm_count) || 2 * blocks > slots)
