@@ -139,8 +139,8 @@ TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
     }
 }
 
-// One fold's cases: each call with `variable` (FLASHATTN_KVC_V_FOLD or FLASHATTN_KVC_K_FOLD) set to its fold_env,
-// checking which path `which` says it took.
+// One fold's cases: each call with the case's field `env` (OrderCase::fold_env or k_fold_env, the environment
+// variable named `variable`) set to its fold_env, checking which path `which` says it took.
 struct FoldCase {
     int64_t page;
     int num_splits;
@@ -150,14 +150,14 @@ struct FoldCase {
     int64_t head_dim;
     bool folded;
 };
-void expect_folds(const std::string& variable, bool Paths::*which, std::initializer_list<FoldCase> cases) {
-    const bool k = variable == "FLASHATTN_KVC_K_FOLD";
+void expect_folds(const std::string& variable, const char* OrderCase::*env, bool Paths::*which,
+                  std::initializer_list<FoldCase> cases) {
     for (const FoldCase& f : cases) {
         SCOPED_TRACE("page " + std::to_string(f.page) + ", splits " + std::to_string(f.num_splits) +
                      ", FLASHATTN_KVC_PAGE_ORDER=" + f.order_env + ", " + variable + "=" + f.fold_env +
                      ", FLASHATTN_KVC_HEAD_GROUP=" + f.group_env + ", head dim " + std::to_string(f.head_dim));
-        OrderCase c{f.order_env, f.page, f.num_splits, false, false, k ? "" : f.fold_env, f.group_env, f.head_dim};
-        if (k) c.k_fold_env = f.fold_env;
+        OrderCase c{f.order_env, f.page, f.num_splits, false, false, "", f.group_env, f.head_dim};
+        c.*env = f.fold_env;
         EXPECT_EQ(run_case(c).*which, f.folded);
     }
 }
@@ -166,7 +166,7 @@ TEST_F(GpuKvcPageOrder, WhichCallsFoldVHalves) {
     if (!sm90a_kernels_run_here()) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0, sm_90a)";
     // One kv head a block (forced), head dim 128, pieces of 16 rows or a whole tile: folded; each with several splits
     // too, table and address order both; the lengths (5991, 2501) end inside a piece (the V tail in the folded layout).
-    expect_folds("FLASHATTN_KVC_V_FOLD", &Paths::folded, {
+    expect_folds("FLASHATTN_KVC_V_FOLD", &OrderCase::fold_env, &Paths::folded, {
              FoldCase{16, 1, "", "", "1", 128, true},      // 16-row pieces, pages in address order (the H100 rule)
              FoldCase{16, 7, "0", "", "1", 128, true},     // table order, blocks of 14 tiles
              FoldCase{48, 3, "", "", "1", 128, true},      // pages of three 16-row pieces
@@ -184,7 +184,7 @@ TEST_F(GpuKvcPageOrder, WhichCallsFoldKHalves) {
     // One kv head a block (forced), head dim 128, any piece rows: folded (KvcPlan::k_fold, the 5-D map and the S
     // product's 2 KB group stride); with several splits too, table and address order both; the lengths (5991, 2501)
     // end inside a piece (the masked keys of a piece copied whole).
-    expect_folds("FLASHATTN_KVC_K_FOLD", &Paths::k_folded, {
+    expect_folds("FLASHATTN_KVC_K_FOLD", &OrderCase::k_fold_env, &Paths::k_folded, {
              FoldCase{16, 1, "", "", "1", 128, true},      // 16-row pieces, pages in address order (the H100 rule)
              FoldCase{16, 7, "0", "", "1", 128, true},     // table order, blocks of 14 tiles
              FoldCase{48, 3, "", "", "1", 128, true},      // pages of three 16-row pieces
