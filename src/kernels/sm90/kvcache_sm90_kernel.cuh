@@ -18,14 +18,15 @@
 // entry): dense ones of one kv head a block in whole tiles; paged ones, and any of several kv heads a block, in pieces
 // (kvc_box_rows: 16 or 8 rows with several kv heads, else the most rows up to a tile that divide the page size), each
 // at its page's block; a paged piece of one kv head brings both its 64-column halves in one copy, V's through the 4-D
-// map with the halves folded into its head dimension (KvcPlan::v_fold_rows), K's through a 5-D one that also splits
-// the page's rows into 8-row groups (KvcPlan::k_fold). Where the plan asks (KvcPlan::pages_in_address_order: blocks
-// of up to 4096 pages), the producers take the pages of the unmasked middle tiles in address order rather than table
-// order (kvc_page_order.cuh). The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V with P from
-// registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers themselves (its
-// packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits, the splits of a unit are usually one
-// thread block cluster and merge there (kvc_cluster_merge below); otherwise each block writes its normalised partial O
-// and LSE in fp32 to the workspace and sm80/kvcache_combine.cuh merges them, as for the Ampere-class kernel.
+// map with the halves folded into its head dimension (KvcPlan::v_fold_rows), K's through a 5-D one that also splits the
+// page's rows into 8-row groups (KvcPlan::k_fold). Where the plan asks (KvcPlan::pages_in_address_order: blocks of up
+// to 4096 pages), the producers take the pages of the unmasked middle tiles in address order rather than table order
+// (kvc_page_order.cuh). The products are the Hopper forward's (fwd_kernel.cuh: S by wgmma from shared memory, O += P V
+// with P from registers), the softmax the Ampere kernels' (sm80/warp_tiles.cuh). Q is gathered by the consumers
+// themselves (its packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits, the splits of a unit
+// are usually one thread block cluster and merge there (kvc_cluster_merge below); otherwise each block writes its
+// normalised partial O and LSE in fp32 to the workspace and sm80/kvcache_combine.cuh merges them, as for the
+// Ampere-class kernel.
 #pragma once
 
 #include <cuda.h>
