@@ -342,7 +342,11 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const int64_t slots = int64_t(sm_count) * std::max(blocks_per_sm, 1);
     if (splits <= 0) {
         splits = kvc_splits(blocks, key_tiles, sm_count, slots);
-        if (fast_memory) splits = kvc_two_per_sm_splits(splits, blocks, key_tiles, sm_count, slots);
+        if (fast_memory) {
+            // A paged cache's page stride in bytes (the kernels' elements are 16-bit); 0 for a dense cache.
+            const int64_t page_bytes = p.block_table ? p.k_batch_stride * int64_t(sizeof(uint16_t)) : 0;
+            splits = kvc_two_per_sm_splits(splits, blocks, key_tiles, sm_count, slots, page_bytes);
+        }
         // More splits than a cluster merges (the Hopper kernel's batch 1 x 8 kv heads from 4k keys): the combine runs
         // anyway, so the count that fills the resident slots' waves, where its splits stay long. At 64k keys 32 splits
         // (32 tiles each) read 106-109 us where the 0.85 rule's 29 read 108-110 (cuDNN 106-108); at 16k keys (8 tiles

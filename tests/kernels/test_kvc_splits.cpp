@@ -234,6 +234,20 @@ TEST(KvcTwoPerSmSplits, GridsOfAboutOneBlockAnSmTakeTwo) {
     EXPECT_EQ(kvc_two_per_sm_splits(1, 64, 256, 66, 66 * 4), 4);      // four blocks an SM resident: four
 }
 
+// Fast memory: paged caches of pages from 1 MiB split in two only where each split keeps 32k keys (512 tiles).
+TEST(KvcTwoPerSmSplits, BigPagesStayWholeUpTo32kKeys) {
+    constexpr int64_t kSlots = kSms * 2;
+    constexpr int64_t kPage256x32 = 256 * 32 * 128 * 2;  // page 256, 32 kv heads of 128: 2 MiB
+    constexpr int64_t kPage256x16 = 256 * 16 * 128 * 2;  // 1 MiB
+    constexpr int64_t kPage256x8 = 256 * 8 * 128 * 2;    // 512 KiB
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 128, kSms, kSlots, kPage256x32), 1);   // 4 x 32 x 8k
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 512, kSms, kSlots, kPage256x32), 1);   // 4 x 32 x 32k
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 1024, kSms, kSlots, kPage256x32), 2);  // 4 x 32 x 64k
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 256, kSms, kSlots, kPage256x16), 1);   // 8 x 16 x 16k
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 256, kSms, kSlots, kPage256x8), 2);    // 16 x 8 x 16k: as dense
+    EXPECT_EQ(kvc_two_per_sm_splits(1, 128, 256, kSms, kSlots, 0), 2);             // dense
+}
+
 // Fast memory: the whole ring on paged caches of long blocks in units of one or two splits (of any count with 16-row
 // pieces), and on many-wave grids; else the H100 rule's count.
 TEST(KvcFastMemoryTilesAhead, WholeRingOnLongPagedBlocksAndManyWaves) {

@@ -314,14 +314,26 @@ FLASHATTN_HD constexpr bool kvc_fast_memory(int64_t dram_bytes_per_s, int64_t sm
 // on three of four (16 x 8 x 2k dense 44.3 against 43.4 the exception), and with four query rows at 1k-4k on all seven;
 // from 8k two splits are equal or faster on 16 x 8 caches (8k page 16 136.1 against 139.3, 32k page 64 483.5 against
 // 494.7). bench/NOTES.md, "kv-cache: one split up to 4k keys".
+//
+// Paged caches of pages of at least kKvcBigPageBytes (a page's stride: page rows x kv heads x head dim) split only where
+// each split keeps kKvcBigPageTwoPerSmMinTiles (32k keys): there one split read faster up to 32k keys. On an H200,
+// graph-replayed, one query row, 1 against 2 splits: 2 MiB pages (4 x 32 kv heads, page 256) 8k 132.3 against 134.3
+// us, 16k 248.0 against 250.3 and 252.1 against 256.3 (another machine), 32k 479.9 against 482.4, 64k 969.5 against
+// 968.9; 1 MiB pages (8 x 16, page 256) 8k 132.7 against 134.4, 16k 248.5 against 250.0, 32k 482.2 against 482.4.
+// Pages of 512 KiB went either way (4 x 32 page 64 16k 248.7 against 250.2, 32k 483.2 against 481.9; 16 x 8 page
+// 256 32k 484.6 against 480.6), smaller ones and dense caches read faster split from 8k (32 x 4 x 32k page 256 490.0
+// against 479.2). bench/NOTES.md, "kv-cache: one split on large pages".
 constexpr double kKvcFilled = 0.9;  // blocks per SM from which kvc_splits leaves a grid unsplit
 constexpr int64_t kKvcTwoPerSmMinTiles = 64;
+constexpr int64_t kKvcBigPageBytes = int64_t(1) << 20;
+constexpr int64_t kKvcBigPageTwoPerSmMinTiles = 512;
 FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blocks, int64_t key_tiles,
-                                                     int64_t sm_count, int64_t slots) {
+                                                     int64_t sm_count, int64_t slots, int64_t page_bytes = 0) {
     if (splits != 1 || blocks <= 0 || double(blocks) < kKvcFilled * double(sm_count) || 2 * blocks > slots)
         return splits;
     const int64_t fit = slots / blocks;
-    return key_tiles / fit >= kKvcTwoPerSmMinTiles ? fit : splits;
+    const int64_t min_tiles = page_bytes >= kKvcBigPageBytes ? kKvcBigPageTwoPerSmMinTiles : kKvcTwoPerSmMinTiles;
+    return key_tiles / fit >= min_tiles ? fit : splits;
 }
 
 // Fast memory, tiles ahead (KvcPlan::tiles_ahead): as many as the rings hold (0) on paged caches whose blocks read at
