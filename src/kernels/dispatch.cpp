@@ -427,8 +427,9 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const bool fast_memory = kvc_fast_memory_device(device);
         const bool many_waves = kvc_sm90_many_waves(p, slots, fast_memory);
         const int block_n = kvc_sm90_block_n(p);
-        KvcPlan plan = make_kvc_plan(p, sm_count, blocks_per_sm, block_n, kvc_sm90_head_group(p, slots, many_waves),
-                                     kvc_sm90_cluster_capacity, many_waves, kvc_sm90_tiles_in_flight(p), fast_memory);
+        const int head_group = kvc_sm90_head_group(p, slots, many_waves, fast_memory);
+        KvcPlan plan = make_kvc_plan(p, sm_count, blocks_per_sm, block_n, head_group, kvc_sm90_cluster_capacity,
+                                     many_waves, kvc_sm90_tiles_in_flight(p), fast_memory);
         constexpr int64_t kElemBytes = 2;  // the Hopper kernel's caches: fp16 or bf16
         const int64_t kv_bytes = int64_t(p.batch) * p.nheads_k * p.seqlen_k * (p.head_dim + p.head_dim_v) * kElemBytes;
         const char* choice = std::getenv(kKvcReadOnceVariable);

@@ -234,6 +234,19 @@ TEST(KvcTwoPerSmSplits, GridsOfAboutOneBlockAnSmTakeTwo) {
     EXPECT_EQ(kvc_two_per_sm_splits(1, 64, 256, 66, 66 * 4), 4);      // four blocks an SM resident: four
 }
 
+// Fast memory: paged caches of long pieces take pairs of kv heads in place of the wide group of 8 where its grid holds
+// two blocks an SM and a pair's block reads 64 tiles or more.
+TEST(KvcFastMemoryPagedGroup, PairsInPlaceOfEightOnGridsOfTwoAnSm) {
+    constexpr int64_t kSlots = kSms * 2;
+    EXPECT_EQ(kvc_fast_memory_paged_group(8, 8, 64 * 32, kSlots, 128), 2);   // batch 64 x 32 x 4k: 256 blocks of 8
+    EXPECT_EQ(kvc_fast_memory_paged_group(8, 8, 64 * 32, kSlots, 64), 2);    // 2k keys
+    EXPECT_EQ(kvc_fast_memory_paged_group(8, 8, 64 * 32, kSlots, 32), 8);    // 1k keys: a pair's block reads 32 tiles
+    EXPECT_EQ(kvc_fast_memory_paged_group(8, 8, 32 * 32, kSlots, 512), 8);   // 128 blocks of 8: one an SM
+    EXPECT_EQ(kvc_fast_memory_paged_group(2, 1, 64 * 8, kSlots, 512), 2);    // not the wide group: as it was
+    EXPECT_EQ(kvc_fast_memory_paged_group(4, 8, 64 * 32, kSlots, 512), 4);
+    EXPECT_EQ(kvc_fast_memory_paged_group(1, 1, 64 * 32, kSlots, 512), 1);
+}
+
 // Fast memory: paged caches of pages from 1 MiB split in two only where each split keeps 32k keys (512 tiles).
 TEST(KvcTwoPerSmSplits, BigPagesStayWholeUpTo32kKeys) {
     constexpr int64_t kSlots = kSms * 2;

@@ -336,6 +336,24 @@ FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blo
     return key_tiles / fit >= min_tiles ? fit : splits;
 }
 
+// Fast memory, paged caches of long pieces (pages of 64 rows and more, which kvc_dense_head_group decides): pairs of kv
+// heads a block in place of its wide group (kvc_wide_head_group) where the wide group's grid holds two blocks an SM (at
+// least kKvcFilled of the slots) and a pair's block reads at least kKvcPagedPairMinTiles key tiles (pair_tiles);
+// else `group`. Why: on an H200, graph-replayed, batch 64 x 32 kv heads (2048 one-head blocks: 256 of 8 against 1024
+// of 2), one query row, page 64 / 256: 4k 963.8 against 975.2 us and 962.6 against 974.2 (three runs alike; cuDNN
+// 957-958), 16k page 256 3786 against 3858, 64k 15211 against 15393 and 15192 against 15413; four query rows 4k
+// 967.5 against 987.0, 16k page 256 3800 against 3882. Dense caches keep 8 (4k 961-963 against 965-966 with pairs),
+// as do grids of one block of 8 an SM (32 x 32 x 16k page 256 1906.6 against 1930.7); at 1k keys (32 tiles a pair)
+// pairs were 0-1.5 us slower. bench/NOTES.md, "kv-cache: pairs on paged many-wave grids".
+constexpr int kKvcPagedPair = 2;
+constexpr int64_t kKvcPagedPairMinTiles = 64;
+FLASHATTN_HD constexpr int kvc_fast_memory_paged_group(int group, int wide_group, int64_t kv_blocks, int64_t slots,
+                                                       int64_t pair_tiles) {
+    if (group != wide_group || wide_group <= kKvcPagedPair) return group;
+    if (double(kv_blocks / wide_group) < kKvcFilled * double(slots)) return group;
+    return pair_tiles >= kKvcPagedPairMinTiles ? kKvcPagedPair : group;
+}
+
 // Fast memory, tiles ahead (KvcPlan::tiles_ahead): as many as the rings hold (0) on paged caches whose blocks read at
 // least kKvcFullRingMinTiles key tiles in units of at most kKvcFullRingMaxSplits splits, and on grids of more blocks
 // than slots; else kvc_tiles_ahead's `ahead`. On an H200, the whole ring against one tile ahead: paged, two splits, 16

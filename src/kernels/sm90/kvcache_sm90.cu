@@ -273,7 +273,7 @@ bool kvc_sm90_many_waves(const AttnParams& p, int64_t slots, bool fast_memory) {
     return !page_pieces && kvc_many_waves(int64_t(p.batch) * p.nheads_k, kv_rows, slots);
 }
 
-int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves) {
+int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves, bool fast_memory) {
     const char* choice = std::getenv("FLASHATTN_KVC_HEAD_GROUP");
     if (choice && std::strcmp(choice, "1") == 0) return 1;
     // Any cache may be read several kv heads a block in pieces of kPageBoxRows rows (a dense one as a cache of pages
@@ -301,7 +301,11 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves) {
     if (page_pieces) return kvc_head_group_for_grid(most, kv_blocks, slots);
     if (many_waves) return 1;
     const bool no_wide = choice && std::strcmp(choice, "no8") == 0;  // measurements: the rule without groups of 8
-    return kvc_dense_head_group(no_wide ? 1 : wide, most, kv_blocks, slots);
+    const int group = kvc_dense_head_group(no_wide ? 1 : wide, most, kv_blocks, slots);
+    if (!fast_memory || !p.block_table) return group;
+    const int64_t pair_keys = block_n / kKvcPagedPair;  // a pair's tile: block_n key-rows of two kv heads
+    const int64_t pair_tiles = (int64_t(p.seqlen_k) + pair_keys - 1) / pair_keys;
+    return kvc_fast_memory_paged_group(group, wide, kv_blocks, slots, pair_tiles);
 }
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {

@@ -29,8 +29,9 @@ int kvc_sm90_tiles_in_flight(const AttnParams& p);
 // FLASHATTN_KVC_HEAD_GROUP=1 keeps one kv head a block (for comparison), =max takes kvc_head_group's count whatever
 // the grid (tests), =8 kvc_wide_head_group's where it is 8, else kvc_head_group's (tests), =2 or =4 at most that many,
 // =no8 the rule without groups of 8 (measurements). many_waves: kvc_sm90_many_waves(p, slots), which the caller has
-// already asked for the planner.
-int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves);
+// already asked for the planner. fast_memory (kvc_fast_memory): paged caches of long pieces then take
+// kvc_fast_memory_paged_group's pairs in place of the wide group where it says.
+int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves, bool fast_memory = false);
 // Whether the many-waves rule applies to p on a GPU of `slots` resident blocks (kvc_many_waves, on dense caches and
 // longer page pieces: one kv head a block, kvc_sm90_head_group, and kvc_many_wave_splits splits, the planner's);
 // not with fast memory (kvc_fast_memory: on an H200, 256 blocks of 8 kv heads read batch 64 x 32 x 4k page 16 at 948
