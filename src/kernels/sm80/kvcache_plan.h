@@ -315,14 +315,14 @@ FLASHATTN_HD constexpr bool kvc_fast_memory(int64_t dram_bytes_per_s, int64_t sm
 // from 8k two splits are equal or faster on 16 x 8 caches (8k page 16 136.1 against 139.3, 32k page 64 483.5 against
 // 494.7). bench/NOTES.md, "kv-cache: one split up to 4k keys".
 //
-// Paged caches of pages of at least kKvcBigPageBytes (a page's stride: page rows x kv heads x head dim) split only where
-// each split keeps kKvcBigPageTwoPerSmMinTiles (32k keys): there one split read faster up to 32k keys. On an H200,
+// Paged caches of pages of at least kKvcBigPageBytes (a page's stride in bytes: rows x kv heads x head dim x 2) split
+// only where each split keeps kKvcBigPageTwoPerSmMinTiles (32k keys): one split read faster up to 32k there. On an H200
 // graph-replayed, one query row, 1 against 2 splits: 2 MiB pages (4 x 32 kv heads, page 256) 8k 132.3 against 134.3
 // us, 16k 248.0 against 250.3 and 252.1 against 256.3 (another machine), 32k 479.9 against 482.4, 64k 969.5 against
 // 968.9; 1 MiB pages (8 x 16, page 256) 8k 132.7 against 134.4, 16k 248.5 against 250.0, 32k 482.2 against 482.4.
 // Pages of 512 KiB went either way (4 x 32 page 64 16k 248.7 against 250.2, 32k 483.2 against 481.9; 16 x 8 page
 // 256 32k 484.6 against 480.6), smaller ones and dense caches read faster split from 8k (32 x 4 x 32k page 256 490.0
-// against 479.2). bench/NOTES.md, "kv-cache: one split on large pages".
+// against 479.2). bench/NOTES.md, "kv-cache: one split on large pages, pairs on paged many-wave grids".
 constexpr double kKvcFilled = 0.9;  // blocks per SM from which kvc_splits leaves a grid unsplit
 constexpr int64_t kKvcTwoPerSmMinTiles = 64;
 constexpr int64_t kKvcBigPageBytes = int64_t(1) << 20;
@@ -344,7 +344,7 @@ FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blo
 // 957-958), 16k page 256 3786 against 3858, 64k 15211 against 15393 and 15192 against 15413; four query rows 4k
 // 967.5 against 987.0, 16k page 256 3800 against 3882. Dense caches keep 8 (4k 961-963 against 965-966 with pairs),
 // as do grids of one block of 8 an SM (32 x 32 x 16k page 256 1906.6 against 1930.7); at 1k keys (32 tiles a pair)
-// pairs were 0-1.5 us slower. bench/NOTES.md, "kv-cache: pairs on paged many-wave grids".
+// pairs were 0-1.5 us slower (bench/NOTES.md, "kv-cache: one split on large pages, pairs on paged many-wave grids").
 constexpr int kKvcPagedPair = 2;
 constexpr int64_t kKvcPagedPairMinTiles = 64;
 FLASHATTN_HD constexpr int kvc_fast_memory_paged_group(int group, int wide_group, int64_t kv_blocks, int64_t slots,
