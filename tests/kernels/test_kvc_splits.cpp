@@ -247,6 +247,22 @@ TEST(KvcFastMemoryPagedGroup, PairsInPlaceOfEightOnGridsOfTwoAnSm) {
     EXPECT_EQ(kvc_fast_memory_paged_group(1, 1, 64 * 32, kSlots, 512), 1);
 }
 
+// Fast memory: paged caches of long pieces take fours in place of pairs on grids of two pairs an SM (512 kv heads)
+// where a four's rows stay within 16 and its blocks read 16k keys or more (1024 tiles of 16).
+TEST(KvcFastMemoryPagedGroup, FoursInPlaceOfPairsOnLongCaches) {
+    constexpr int64_t kSlots = kSms * 2;
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 64 * 8, kSlots, 1024), 4);    // 64 x 8 x 16k, one query row
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 1, 16 * 32, kSlots, 4096), 4);   // 16 x 32 x 64k
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 16 * 32, kSlots, 1024), 4);   // four query rows of a kv head: 16
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 16, 64 * 8, kSlots, 1024), 2);   // 64 rows a four: pairs
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 64 * 8, kSlots, 256), 2);     // 4k keys
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 2, 4, 64 * 8, kSlots, 1024), 2);    // the instance allows no four
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 32 * 8, kSlots, 1024), 2);    // 128 pairs: one an SM
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 128 * 8, kSlots, 1024), 2);   // 512 pairs: more than the slots
+    EXPECT_EQ(kvc_fast_memory_paged_quads(8, 8, 1, 64 * 32, kSlots, 1024), 8);   // not a pair: as it was
+    EXPECT_EQ(kvc_fast_memory_paged_quads(1, 4, 1, 16 * 32, kSlots, 4096), 1);
+}
+
 // Fast memory: paged caches of pages from 1 MiB split in two only where each split keeps 32k keys (512 tiles).
 TEST(KvcTwoPerSmSplits, BigPagesStayWholeUpTo32kKeys) {
     constexpr int64_t kSlots = kSms * 2;

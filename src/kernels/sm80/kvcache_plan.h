@@ -354,6 +354,29 @@ FLASHATTN_HD constexpr int kvc_fast_memory_paged_group(int group, int wide_group
     return pair_tiles >= kKvcPagedPairMinTiles ? kKvcPagedPair : group;
 }
 
+// Fast memory, paged caches of long pieces where `group` is a pair on a grid of two blocks an SM (kv_blocks / 2 from
+// kKvcFilled of the slots to all of them: batch 64 x 8 and 16 x 32 kv heads): fours, where the instance allows them
+// (group_max, kvc_head_group's), a four's query rows stay within kKvcPagedQuadMaxRows (4 x kv_rows) and its blocks read
+// at least kKvcPagedQuadMinTiles key tiles (quad_tiles: 16k keys); else `group`. The grid of fours (128 blocks) is then
+// split in two by kvc_two_per_sm_splits. On an H200, graph-replayed, one query row, fours against pairs, pages 64 /
+// 256: 16 x 32 x 16k 966.7 against 973.0 us and 967.3 against 978.5, 64k 3794 against 3835 and 3810 against 3847; 64 x
+// 8 x 16k 969.3 against 972.9 and 964.4 against 971.9 (two runs before alike), 64k 3805 against 3841 and 3807 against
+// 3832. At 4k they went either way (16 x 32 page 256 254.9 against 256.6, 64 x 8 page 64 258.4 against 257.2); with
+// four query rows 64 x 8 (64 rows a four) read slower (16k page 256 983.8 against 980.3, 4k 269.1 against 262.0) and
+// 16 x 32 (16 rows) the same (975.5 against 977.3). 8k is not measured. bench/NOTES.md, "kv-cache: one split on large
+// pages, pairs on paged many-wave grids".
+constexpr int kKvcPagedQuad = 4;
+constexpr int64_t kKvcPagedQuadMaxRows = 16;
+constexpr int64_t kKvcPagedQuadMinTiles = 1024;
+FLASHATTN_HD constexpr int kvc_fast_memory_paged_quads(int group, int group_max, int64_t kv_rows, int64_t kv_blocks,
+                                                       int64_t slots, int64_t quad_tiles) {
+    if (group != kKvcPagedPair || group_max < kKvcPagedQuad || kKvcPagedQuad * kv_rows > kKvcPagedQuadMaxRows)
+        return group;
+    const int64_t pairs = kv_blocks / kKvcPagedPair;
+    if (double(pairs) < kKvcFilled * double(slots) || pairs > slots) return group;
+    return quad_tiles >= kKvcPagedQuadMinTiles ? kKvcPagedQuad : group;
+}
+
 // Fast memory, tiles ahead (KvcPlan::tiles_ahead): as many as the rings hold (0) on paged caches whose blocks read at
 // least kKvcFullRingMinTiles key tiles in units of at most kKvcFullRingMaxSplits splits, and on grids of more blocks
 // than slots; else kvc_tiles_ahead's `ahead`. On an H200, the whole ring against one tile ahead: paged, two splits, 16
