@@ -305,7 +305,8 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves, boo
     if (!fast_memory || !p.block_table) return group;
     const int64_t pair_keys = block_n / kKvcPagedPair;  // a pair's tile: block_n key-rows of two kv heads
     const int64_t pair_tiles = (int64_t(p.seqlen_k) + pair_keys - 1) / pair_keys;
-    const int paged_group = kvc_fast_memory_paged_group(group, wide, kv_blocks, slots, pair_tiles);
+    const int paged_group =
+        most >= kKvcPagedPair ? kvc_fast_memory_paged_group(group, wide, kv_blocks, slots, pair_tiles) : group;
     const int64_t quad_keys = block_n / kKvcPagedQuad;
     const int64_t quad_tiles = (int64_t(p.seqlen_k) + quad_keys - 1) / quad_keys;
     return kvc_fast_memory_paged_quads(paged_group, most, kv_rows, kv_blocks, slots, quad_tiles);
