@@ -319,11 +319,7 @@ using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
 // FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison).
 constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 
-// Key tiles of the cache's capacity for a kernel of block_n key-rows a tile, shared out among head_group kv heads.
-int64_t kvc_key_tiles(const AttnParams& p, int block_n, int head_group) {
-    const int64_t keys_per_tile = block_n / head_group;
-    return (int64_t(p.seqlen_k) + keys_per_tile - 1) / keys_per_tile;
-}
+constexpr int64_t kKvcElemBytes = 2;  // the kv-cache kernels' caches: fp16 or bf16
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
@@ -337,14 +333,13 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     plan.head_group = head_group;
     const KvcGrid grid = kvc_grid(p.batch, p.seqlen_q, p.nheads, p.nheads_k, head_group, kKvcBlockM);
     const int64_t blocks = grid.row_blocks * grid.kv_groups;
-    const int64_t key_tiles = kvc_key_tiles(p, block_n, head_group);  // of the cache's capacity
+    const int64_t key_tiles = kvc_key_tiles(p.seqlen_k, block_n, head_group);  // of the cache's capacity
     int64_t splits = p.num_splits;
     const int64_t slots = int64_t(sm_count) * std::max(blocks_per_sm, 1);
     if (splits <= 0) {
         splits = kvc_splits(blocks, key_tiles, sm_count, slots);
         if (fast_memory) {
-            // A paged cache's page stride in bytes (the kernels' elements are 16-bit); 0 for a dense cache.
-            const int64_t page_bytes = p.block_table ? p.k_batch_stride * int64_t(sizeof(uint16_t)) : 0;
+            const int64_t page_bytes = p.block_table ? p.k_batch_stride * kKvcElemBytes : 0;  // 0: a dense cache
             splits = kvc_two_per_sm_splits(splits, blocks, key_tiles, sm_count, slots, page_bytes);
         }
         // More splits than a cluster merges (the Hopper kernel's batch 1 x 8 kv heads from 4k keys): the combine runs
@@ -430,8 +425,8 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const int head_group = kvc_sm90_head_group(p, slots, many_waves, fast_memory);
         KvcPlan plan = make_kvc_plan(p, sm_count, blocks_per_sm, block_n, head_group, kvc_sm90_cluster_capacity,
                                      many_waves, kvc_sm90_tiles_in_flight(p), fast_memory);
-        constexpr int64_t kElemBytes = 2;  // the Hopper kernel's caches: fp16 or bf16
-        const int64_t kv_bytes = int64_t(p.batch) * p.nheads_k * p.seqlen_k * (p.head_dim + p.head_dim_v) * kElemBytes;
+        const int64_t kv_bytes =
+            int64_t(p.batch) * p.nheads_k * p.seqlen_k * (p.head_dim + p.head_dim_v) * kKvcElemBytes;
         const char* choice = std::getenv(kKvcReadOnceVariable);
         plan.kv_read_once = choice && *choice ? std::strcmp(choice, "0") != 0
                                               : kvc_reads_once(kv_bytes, device.l2_bytes);
@@ -456,8 +451,9 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
             plan.pages_in_address_order = paged && !alibi;
         else if (!(page_order && std::strcmp(page_order, "0") == 0) && !fast_memory)
             plan.pages_in_address_order = kvc_pages_in_address_order(
-                paged, alibi, kvc_key_tiles(p, block_n, plan.head_group), plan.num_splits, block_n / plan.head_group,
-                p.page_size, int64_t(p.batch) * (p.nheads_k / plan.head_group) * plan.num_splits, sm_count);
+                paged, alibi, kvc_key_tiles(p.seqlen_k, block_n, plan.head_group), plan.num_splits,
+                block_n / plan.head_group, p.page_size,
+                int64_t(p.batch) * (p.nheads_k / plan.head_group) * plan.num_splits, sm_count);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

@@ -77,6 +77,12 @@ FLASHATTN_HD constexpr KvcGrid kvc_grid(int64_t batch, int64_t seqlen_q, int64_t
 constexpr int kPageBoxRows = 16;  // every page size is a multiple of 16
 // The rows of one 128-byte swizzle block (1 KB): the unit folded K pieces interleave their halves by (KvcPlan::k_fold).
 constexpr int kKvcFoldGroupRows = 8;
+// Key tiles of a cache of seqlen_k positions for a kernel of block_n key-rows a tile, shared out among head_group kv
+// heads (block_n / head_group keys a tile).
+FLASHATTN_HD constexpr int64_t kvc_key_tiles(int64_t seqlen_k, int block_n, int head_group) {
+    const int64_t keys_per_tile = block_n / head_group;
+    return (seqlen_k + keys_per_tile - 1) / keys_per_tile;
+}
 FLASHATTN_HD constexpr int kvc_piece_rows(int64_t page_size, int block_n) {
     int rows = block_n;
     while (rows > kPageBoxRows && page_size % rows != 0) rows /= 2;

@@ -303,12 +303,10 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves, boo
     const bool no_wide = choice && std::strcmp(choice, "no8") == 0;  // measurements: the rule without groups of 8
     const int group = kvc_dense_head_group(no_wide ? 1 : wide, most, kv_blocks, slots);
     if (!fast_memory || !p.block_table) return group;
-    const int64_t pair_keys = block_n / kKvcPagedPair;  // a pair's tile: block_n key-rows of two kv heads
-    const int64_t pair_tiles = (int64_t(p.seqlen_k) + pair_keys - 1) / pair_keys;
+    const int64_t pair_tiles = kvc_key_tiles(p.seqlen_k, block_n, kKvcPagedPair);
     const int paged_group =
         most >= kKvcPagedPair ? kvc_fast_memory_paged_group(group, wide, kv_blocks, slots, pair_tiles) : group;
-    const int64_t quad_keys = block_n / kKvcPagedQuad;
-    const int64_t quad_tiles = (int64_t(p.seqlen_k) + quad_keys - 1) / quad_keys;
+    const int64_t quad_tiles = kvc_key_tiles(p.seqlen_k, block_n, kKvcPagedQuad);
     return kvc_fast_memory_paged_quads(paged_group, most, kv_rows, kv_blocks, slots, quad_tiles);
 }
 
