@@ -263,6 +263,18 @@ TEST(KvcFastMemoryPagedGroup, FoursInPlaceOfPairsOnLongCaches) {
     EXPECT_EQ(kvc_fast_memory_paged_quads(1, 4, 1, 16 * 32, kSlots, 4096), 1);
 }
 
+// Fast memory: dense caches take the fours' rule where a cache position holds 32 kv heads or more (batch 16 x 32), and
+// keep their pairs at 8 kv heads (batch 64 x 8).
+TEST(KvcFastMemoryPagedGroup, DenseFoursWithThirtyTwoKvHeads) {
+    constexpr int64_t kSlots = kSms * 2;
+    EXPECT_EQ(kvc_fast_memory_dense_quads(2, 4, 32, 1, 16 * 32, kSlots, 1024), 4);   // 16 x 32 x 16k
+    EXPECT_EQ(kvc_fast_memory_dense_quads(2, 4, 32, 4, 16 * 32, kSlots, 4096), 4);   // four query rows, 64k
+    EXPECT_EQ(kvc_fast_memory_dense_quads(2, 4, 32, 1, 16 * 32, kSlots, 512), 2);    // 8k keys
+    EXPECT_EQ(kvc_fast_memory_dense_quads(2, 4, 8, 4, 64 * 8, kSlots, 1024), 2);     // 64 x 8: 8 kv heads a position
+    EXPECT_EQ(kvc_fast_memory_dense_quads(2, 4, 32, 8, 16 * 32, kSlots, 1024), 2);   // 32 rows a four
+    EXPECT_EQ(kvc_fast_memory_dense_quads(8, 8, 32, 1, 32 * 32, kSlots, 1024), 8);   // not a pair: as it was
+}
+
 // Fast memory: paged caches of pages from 1 MiB split in two only where each split keeps 32k keys (512 tiles).
 TEST(KvcTwoPerSmSplits, BigPagesStayWholeUpTo32kKeys) {
     constexpr int64_t kSlots = kSms * 2;

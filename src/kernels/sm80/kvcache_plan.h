@@ -383,6 +383,22 @@ FLASHATTN_HD constexpr int kvc_fast_memory_paged_quads(int group, int group_max,
     return quad_tiles >= kKvcPagedQuadMinTiles ? kKvcPagedQuad : group;
 }
 
+// Fast memory, dense caches: kvc_fast_memory_paged_quads' fours (in place of kvc_dense_head_group's pairs, on grids of
+// two pairs an SM, a four's rows within 16, 16k keys or more) where a cache position holds at least
+// kKvcDenseQuadMinHeads kv heads, so a four's rows are an eighth of the position's or less; else `group`. On an H200,
+// graph-replayed, dense, fours against pairs in two runs: batch 16 x 32 x 16k 961.7 and 961.1 us against 968.0 and
+// 968.6 (cuDNN 964.5, 963.7), 64k 3815 and 3828 against 3891 and 3884 (cuDNN 3805, 3806); four query rows (16 rows a
+// four) 16k 966.0 against 969.1, 64k 3854 against 3883; at 8k 489.4 and 489.1 against 490.2 and 490.0. Batch 64 x 8
+// (a four half of a position's 8 kv heads) read slower with fours: 16k 972.9 and 970.6 against 966.0 and 967.7, 8k
+// 495.6 and 496.1 against 492.1 and 492.0, 64k 3875 and 3848 against 3842 and 3844 (bench/NOTES.md, "kv-cache: fours
+// on the dense 16 x 32 grids").
+constexpr int kKvcDenseQuadMinHeads = 32;
+FLASHATTN_HD constexpr int kvc_fast_memory_dense_quads(int group, int group_max, int64_t nheads_k, int64_t kv_rows,
+                                                       int64_t kv_blocks, int64_t slots, int64_t quad_tiles) {
+    if (nheads_k < kKvcDenseQuadMinHeads) return group;
+    return kvc_fast_memory_paged_quads(group, group_max, kv_rows, kv_blocks, slots, quad_tiles);
+}
+
 // Fast memory, tiles ahead (KvcPlan::tiles_ahead): as many as the rings hold (0) on paged caches whose blocks read at
 // least kKvcFullRingMinTiles key tiles in units of at most kKvcFullRingMaxSplits splits, and on grids of more blocks
 // than slots; else kvc_tiles_ahead's `ahead`. On an H200, the whole ring against one tile ahead: paged, two splits, 16

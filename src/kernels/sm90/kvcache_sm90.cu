@@ -302,11 +302,13 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves, boo
     if (many_waves) return 1;
     const bool no_wide = choice && std::strcmp(choice, "no8") == 0;  // measurements: the rule without groups of 8
     const int group = kvc_dense_head_group(no_wide ? 1 : wide, most, kv_blocks, slots);
-    if (!fast_memory || !p.block_table) return group;
+    if (!fast_memory) return group;
+    const int64_t quad_tiles = kvc_key_tiles(p.seqlen_k, block_n, kKvcPagedQuad);
+    if (!p.block_table)
+        return kvc_fast_memory_dense_quads(group, most, p.nheads_k, kv_rows, kv_blocks, slots, quad_tiles);
     const int64_t pair_tiles = kvc_key_tiles(p.seqlen_k, block_n, kKvcPagedPair);
     const int paged_group =
         most >= kKvcPagedPair ? kvc_fast_memory_paged_group(group, wide, kv_blocks, slots, pair_tiles) : group;
-    const int64_t quad_tiles = kvc_key_tiles(p.seqlen_k, block_n, kKvcPagedQuad);
     return kvc_fast_memory_paged_quads(paged_group, most, kv_rows, kv_blocks, slots, quad_tiles);
 }
 
