@@ -263,6 +263,16 @@ TEST(KvcFastMemoryPagedGroup, FoursInPlaceOfPairsOnLongCaches) {
     EXPECT_EQ(kvc_fast_memory_paged_quads(1, 4, 1, 16 * 32, kSlots, 4096), 1);
 }
 
+// The fours' rule on pages of 16-row pieces, whose grouping (kvc_head_group_for_grid) gives pairs on these grids: the
+// same counts decide (the planner passes group_max 4 there).
+TEST(KvcFastMemoryPagedGroup, FoursOnPagesOfSixteenRows) {
+    constexpr int64_t kSlots = kSms * 2;
+    const int pairs = kvc_head_group_for_grid(4, 16 * 32, kSlots);
+    EXPECT_EQ(pairs, 2);
+    EXPECT_EQ(kvc_fast_memory_paged_quads(pairs, 4, 1, 16 * 32, kSlots, 1024), 4);   // 16 x 32 x 16k page 16
+    EXPECT_EQ(kvc_fast_memory_paged_quads(pairs, 4, 16, 64 * 8, kSlots, 1024), 2);   // 64 rows a four
+}
+
 // Fast memory: dense caches take the fours' rule where a cache position holds 32 kv heads or more (batch 16 x 32), and
 // keep their pairs at 8 kv heads (batch 64 x 8).
 TEST(KvcFastMemoryPagedGroup, DenseFoursWithThirtyTwoKvHeads) {

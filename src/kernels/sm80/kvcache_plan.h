@@ -360,17 +360,21 @@ FLASHATTN_HD constexpr int kvc_fast_memory_paged_group(int group, int wide_group
     return pair_tiles >= kKvcPagedPairMinTiles ? kKvcPagedPair : group;
 }
 
-// Fast memory, paged caches of long pieces where `group` is a pair on a grid of two blocks an SM (kv_blocks / 2 from
-// kKvcFilled of the slots to all of them: batch 64 x 8 and 16 x 32 kv heads): fours, where the instance allows them
-// (group_max, kvc_head_group's), a four's query rows stay within kKvcPagedQuadMaxRows (4 x kv_rows) and its blocks read
-// at least kKvcPagedQuadMinTiles key tiles (quad_tiles: 16k keys); else `group`. The grid of fours (128 blocks) is then
-// split in two by kvc_two_per_sm_splits. On an H200, graph-replayed, one query row, fours against pairs, pages 64 /
-// 256: 16 x 32 x 16k 966.7 against 973.0 us and 967.3 against 978.5, 64k 3794 against 3835 and 3810 against 3847; 64 x
-// 8 x 16k 969.3 against 972.9 and 964.4 against 971.9 (two runs before alike), 64k 3805 against 3841 and 3807 against
-// 3832. At 4k they went either way (16 x 32 page 256 254.9 against 256.6, 64 x 8 page 64 258.4 against 257.2); with
-// four query rows 64 x 8 (64 rows a four) read slower (16k page 256 983.8 against 980.3, 4k 269.1 against 262.0) and
-// 16 x 32 (16 rows) the same (975.5 against 977.3). 8k is not measured. bench/NOTES.md, "kv-cache: one split on large
-// pages, pairs on paged many-wave grids".
+// Fast memory, paged caches where `group` is a pair on a grid of two blocks an SM (kv_blocks / 2 from kKvcFilled of the
+// slots to all of them: batch 64 x 8 and 16 x 32 kv heads): fours, where the instance allows them (group_max,
+// kvc_head_group's), a four's query rows stay within kKvcPagedQuadMaxRows (4 x kv_rows) and its blocks read at least
+// kKvcPagedQuadMinTiles key tiles (quad_tiles: 16k keys); else `group`. The grid of fours (128 blocks) is then split in
+// two by kvc_two_per_sm_splits. On an H200, graph-replayed, one query row, fours against pairs, pages 64 / 256: 16 x 32
+// x 16k 966.7 against 973.0 us and 967.3 against 978.5, 64k 3794 against 3835 and 3810 against 3847; 64 x 8 x 16k 969.3
+// against 972.9 and 964.4 against 971.9 (two runs before alike), 64k 3805 against 3841 and 3807 against 3832. At 4k
+// they went either way (16 x 32 page 256 254.9 against 256.6, 64 x 8 page 64 258.4 against 257.2); with four query rows
+// 64 x 8 (64 rows a four) read slower (16k page 256 983.8 against 980.3, 4k 269.1 against 262.0) and 16 x 32 (16 rows)
+// the same (975.5 against 977.3); 8k is not measured at these pages. bench/NOTES.md, "kv-cache: one split on large
+// pages, pairs on paged many-wave grids". Pages of 16-row pieces (kvc_head_group_for_grid's pairs there) gain as much:
+// 16 x 32 x 16k page 16 968.5 and 974.2 against 978.4 and 981.6, 64k 3818 and 3823 against 3872 and 3862, 64 x 8 x 16k
+// 975.8 and 977.6 against 980.2 and 981.6, 64k 3827 against 3856; four query rows 16 x 32 x 16k 976.5 against 983.0, 64
+// x 8 (64 rows a four) 994.5 against 991.6; 8k 497.7 against 498.7 ("kv-cache: fours on the dense 16 x 32 grids and on
+// page 16").
 constexpr int kKvcPagedQuad = 4;
 constexpr int64_t kKvcPagedQuadMaxRows = 16;
 constexpr int64_t kKvcPagedQuadMinTiles = 1024;
@@ -391,7 +395,7 @@ FLASHATTN_HD constexpr int kvc_fast_memory_paged_quads(int group, int group_max,
 // four) 16k 966.0 against 969.1, 64k 3854 against 3883; at 8k 489.4 and 489.1 against 490.2 and 490.0. Batch 64 x 8
 // (a four half of a position's 8 kv heads) read slower with fours: 16k 972.9 and 970.6 against 966.0 and 967.7, 8k
 // 495.6 and 496.1 against 492.1 and 492.0, 64k 3875 and 3848 against 3842 and 3844 (bench/NOTES.md, "kv-cache: fours
-// on the dense 16 x 32 grids").
+// on the dense 16 x 32 grids and on page 16").
 constexpr int kKvcDenseQuadMinHeads = 32;
 FLASHATTN_HD constexpr int kvc_fast_memory_dense_quads(int group, int group_max, int64_t nheads_k, int64_t kv_rows,
                                                        int64_t kv_blocks, int64_t slots, int64_t quad_tiles) {

@@ -30,8 +30,8 @@ int kvc_sm90_tiles_in_flight(const AttnParams& p);
 // the grid (tests), =8 kvc_wide_head_group's where it is 8, else kvc_head_group's (tests), =2 or =4 at most that many,
 // =no8 the rule without groups of 8 (measurements). many_waves: kvc_sm90_many_waves(p, slots), which the caller has
 // already asked for the planner. fast_memory (kvc_fast_memory): paged caches of long pieces then take
-// kvc_fast_memory_paged_group's pairs in place of the wide group, and kvc_fast_memory_paged_quads' fours in place of
-// pairs, where they say; dense caches kvc_fast_memory_dense_quads' fours.
+// kvc_fast_memory_paged_group's pairs in place of the wide group, and every paged cache kvc_fast_memory_paged_quads'
+// fours in place of pairs, where they say; dense caches kvc_fast_memory_dense_quads' fours.
 int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves, bool fast_memory = false);
 // Whether the many-waves rule applies to p on a GPU of `slots` resident blocks (kvc_many_waves, on dense caches and
 // longer page pieces: one kv head a block, kvc_sm90_head_group, and kvc_many_wave_splits splits, the planner's);
