@@ -297,22 +297,23 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves, boo
     // Pages read in 16-row pieces anyway (an odd multiple of 16 rows) group on every grid that stays full; dense
     // caches and longer pieces only where a grouped grid fits the resident slots (kvc_dense_head_group), and not where
     // one kv head a block makes many waves (kvc_many_waves).
-    const int64_t quad_tiles = kvc_key_tiles(p.seqlen_k, block_n, kKvcPagedQuad);
-    const bool page_pieces = kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n);
-    if (page_pieces) {
-        const int group = kvc_head_group_for_grid(most, kv_blocks, slots);
-        return fast_memory ? kvc_fast_memory_paged_quads(group, most, kv_rows, kv_blocks, slots, quad_tiles) : group;
+    int group;
+    if (kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n)) {
+        group = kvc_head_group_for_grid(most, kv_blocks, slots);
+    } else {
+        if (many_waves) return 1;
+        const bool no_wide = choice && std::strcmp(choice, "no8") == 0;  // measurements: the rule without groups of 8
+        group = kvc_dense_head_group(no_wide ? 1 : wide, most, kv_blocks, slots);
+        if (fast_memory && p.block_table && most >= kKvcPagedPair)
+            group = kvc_fast_memory_paged_group(group, wide, kv_blocks, slots,
+                                                kvc_key_tiles(p.seqlen_k, block_n, kKvcPagedPair));
     }
-    if (many_waves) return 1;
-    const bool no_wide = choice && std::strcmp(choice, "no8") == 0;  // measurements: the rule without groups of 8
-    const int group = kvc_dense_head_group(no_wide ? 1 : wide, most, kv_blocks, slots);
     if (!fast_memory) return group;
-    if (!p.block_table)
-        return kvc_fast_memory_dense_quads(group, most, p.nheads_k, kv_rows, kv_blocks, slots, quad_tiles);
-    const int64_t pair_tiles = kvc_key_tiles(p.seqlen_k, block_n, kKvcPagedPair);
-    const int paged_group =
-        most >= kKvcPagedPair ? kvc_fast_memory_paged_group(group, wide, kv_blocks, slots, pair_tiles) : group;
-    return kvc_fast_memory_paged_quads(paged_group, most, kv_rows, kv_blocks, slots, quad_tiles);
+    // Fast memory: fours in place of pairs where they say, whichever rule gave the pairs.
+    const int64_t quad_tiles = kvc_key_tiles(p.seqlen_k, block_n, kKvcPagedQuad);
+    return p.block_table
+               ? kvc_fast_memory_paged_quads(group, most, kv_rows, kv_blocks, slots, quad_tiles)
+               : kvc_fast_memory_dense_quads(group, most, p.nheads_k, kv_rows, kv_blocks, slots, quad_tiles);
 }
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {
