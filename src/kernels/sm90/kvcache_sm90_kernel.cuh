@@ -221,19 +221,192 @@ __device__ __forceinline__ void kvc_row_columns(bool all_columns, int cols_left,
 constexpr int kKvcKFirstBarrier = 2;
 constexpr int kKvcOrderMergeBarrier = 3;
 
-// The consumer warpgroup's part of kvcache_sm90_kernel: Q's packed rows, the loop over the block's K and V tiles, and
-// the epilogue. A function of its own so that the kernel can branch to it (see the kernel, at that branch).
 template <class T>
-__device__ __forceinline__ void kvc_sm90_consume(KvcSm90Smem<T>& s, const AttnParams& p, const KvcPlan& plan,
-                                                 const KvcBlock& blk) {
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
+    kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
+                        const AttnParams p, const KvcPlan plan) {
+#if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
+    __trap();  // sm_90a code only; the dispatch launches it on compute capability 9.0 alone
+#else
     using Elem = typename T::Elem;
+    extern __shared__ unsigned char smem_raw[];
+    auto& s = *reinterpret_cast<KvcSm90Smem<T>*>((reinterpret_cast<uintptr_t>(smem_raw) + kSm90SmemAlign - 1) /
+                                                 kSm90SmemAlign * kSm90SmemAlign);
+    // With splits merged by the combine (a programmatic dependent), its blocks may be launched now.
     const bool in_cluster = plan.merge_in_cluster;
+    if (plan.num_splits > 1 && !in_cluster) ptx::allow_dependent_launch();
+    // A block of head_group kv heads (KvcPlan::head_group): its tiles are kBlockN key-rows, keys_per_tile keys of
+    // each of its kv heads, arranged as KvcTileCols says.
     const int head_group = plan.head_group, keys_per_tile = T::kBlockN / head_group;
+    const KvcBlock blk(p, plan.num_splits, T::kBlockM, keys_per_tile, head_group);
     const int split = blk.split, b = blk.b, hk = blk.hk, rows = blk.rows, m0 = blk.m0;
     const CacheSeq seq = blk.seq;
     const KeyRange first = blk.first, last = blk.last;
     const int tile_begin = blk.tiles.begin, tiles = blk.tiles.end - blk.tiles.begin;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+
+    if (tid == 0) {
+        kvc_mark(kKvStart);
+        for (int st = 0; st < T::kKStages; ++st) {
+            ptx::mbarrier_init(&s.k_full[st], 1);
+            ptx::mbarrier_init(&s.k_empty[st], T::kConsumerThreads / 32);
+        }
+        for (int st = 0; st < T::kVStages; ++st) {
+            ptx::mbarrier_init(&s.v_full[st], 1);
+            ptx::mbarrier_init(&s.v_empty[st], T::kConsumerThreads / 32);
+        }
+        ptx::fence_mbarrier_init();
+        kvc_mark(kKvInitDone);
+    }
+    __syncthreads();  // the last block-wide barrier: the producer warps leave the consumers after their loops
+    if (tid == 0) kvc_mark(kKvSynced);
+
+    // ---- producer warps: K's and V's (one warp, both, on dense caches) ------------------------------------------
+    if (warp >= T::kProducerWarp) {
+        const bool issue_k = warp == T::kProducerWarp, issue_v = !issue_k || blockDim.x == T::kThreadsDense;
+        const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
+        const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
+        // In pieces: paged caches, and dense ones read several kv heads a block (as one page as long as the cache).
+        const bool pieced = table_row || head_group > 1;
+        const int piece_rows = kvc_box_rows(table_row ? p.page_size : 0, T::kBlockN, head_group);
+        const uint64_t evict_first = ptx::l2_policy_evict_first();
+        // Tile i goes out once tile i - ahead has been used (KvcPlan::tiles_ahead; at most, and by default, a ring's
+        // stages, when its stage is free). Consumers use tiles in order, so that wait also frees tile i's stage.
+        const int ahead_k = plan.tiles_ahead > 0 && plan.tiles_ahead < T::kKStages ? plan.tiles_ahead : T::kKStages;
+        const int ahead_v = plan.tiles_ahead > 0 && plan.tiles_ahead < T::kVStages ? plan.tiles_ahead : T::kVStages;
+        // Two producer warps: V's first tile goes out once K's has (KvcPlan::k_first), as one warp issues them.
+        // Each warp at once, the first K tile landed 0.8 us later at batch 16 x 8 x 4k page 16 than with one warp (3.5
+        // us from the block's start against 4.3), and paged calls of 1-4 x 8-32 kv heads ended 0.1-0.6 us later
+        // (bench/NOTES.md, "kv-cache: where random pages cost, and the paged producer's first tile").
+        const bool k_first = plan.k_first && !(issue_k && issue_v);
+        const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
+        if (marks) kvc_mark(kKvProducer);
+        // The loop, compiled twice: with the page order (kOrdered) and without it. A paged cache's middle tiles in
+        // address order (KvcPlan::pages_in_address_order), past the first tiles both rings take (the same range for
+        // both warps), are worked out once tile 0's copies have gone out; the loop without that machinery is the
+        // one dense caches and pages in table order run. Why two: the code a block runs before its first copy is
+        // fetched cold (the L2 flushed before a call, or a serving step's other kernels), and the order's state and
+        // its branches were several hundred instructions of it.
+        auto produce = [&](auto ordered) {
+            constexpr bool kOrdered = decltype(ordered)::value;
+            KvcPageOrder order;
+            const int producer = warp - T::kProducerWarp, producers = issue_k && issue_v ? 1 : kKvcOrderProducers;
+            int32_t(*order_buffers)[kKvcOrderWidePages] = s.page_order[producer];  // this warp's windows
+            int32_t(*merge_buffers)[kKvcOrderWidePages] = s.page_order[0];        // a merged range's: both warps'
+            int window[kKvcOrderWidePerLane];     // the window being sorted (read a window ahead: kvc_read_window)
+            int sort_window = 0, sort_stage = 0;  // ... its index, and its sort's next stage
+            int merge_step = 0;                   // a merged range's next step of the merge (kvc_merge_step)
+            auto read_window = [&](int w) {
+                kvc_with_window(order, window, [&](auto& r) { kvc_read_window(order, table_row, w, r, lane); });
+            };
+            for (int i = 0; i < tiles; ++i) {
+                const int ks = i % T::kKStages, vs = i % T::kVStages;
+                const int n0 = (tile_begin + i) * keys_per_tile;
+                const int pos0 = seq.leftpad + n0;
+                // In pieces: this lane's piece, and (paged) the block its page maps to (pieces past the sequence are
+                // skipped).
+                int where = entry, pieces = 0, row = pos0 + lane * piece_rows;
+                if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
+                if (marks && i == 0) kvc_hold(pieces), kvc_mark(kKvPieces);
+                if (kOrdered && order.active && i >= order.tile_begin && i < order.tile_end) {
+                    // A merged range: the other warp's share of the merge is stored (long since: by tile_begin - 1).
+                    if (order.merged && i == order.tile_begin && producers > 1)
+                        kvc_merge_wait<kKvcOrderMergeBarrier>(order, 2);
+                    const KvcPiece piece =
+                        kvc_ordered_piece(order, order.merged ? merge_buffers : order_buffers, i, lane);
+                    where = piece.block, row = piece.row;
+                } else if (table_row) {
+                    where = lane < pieces ? table_row[row / p.page_size] : 0;
+                    row %= p.page_size;
+                }
+                if (marks && i == 0) kvc_hold(where), kvc_mark(kKvPageRead);
+                if (issue_k) {
+                    if (i >= ahead_k) {
+                        const int used = i - ahead_k;
+                        ptx::mbarrier_wait(&s.k_empty[used % T::kKStages], (used / T::kKStages) % 2);
+                    }
+                    issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced, piece_rows,
+                                                   head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
+                                                   evict_first, plan.k_fold ? kFoldK : kFoldNone);
+                    if (marks && i == 0) kvc_mark(kKvFirstIssue);
+                    if (i == 0 && k_first) {
+                        __syncwarp();
+                        ptx::named_barrier_arrive<kKvcKFirstBarrier>(64);
+                    }
+                }
+                if (issue_v) {
+                    if (i == 0 && k_first) ptx::named_barrier_sync<kKvcKFirstBarrier>(64);  // K's first tile went out
+                    if (i >= ahead_v) {
+                        const int used = i - ahead_v;
+                        ptx::mbarrier_wait(&s.v_empty[used % T::kVStages], (used / T::kVStages) % 2);
+                    }
+                    issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced, piece_rows,
+                                                    head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
+                                                    evict_first, plan.v_fold_rows > 0 ? kFoldV : kFoldNone);
+                }
+                if (!kOrdered) continue;
+                if (i == 0) {
+                    // kOrdered: the plan asks for the order on this paged cache (the call below); the block may
+                    // still be too short for it.
+                    order = kvc_page_order(kOrdered, blk, keys_per_tile, p.page_size, piece_rows,
+                                           max(ahead_k, ahead_v), producers, producer);
+                    sort_window = order.first_window();
+                    if (order.active) read_window(sort_window);
+                }
+                // One stage of the order's sort a tile (KvcPageOrder::stage_tile), a window sorted stored and the
+                // next one read; a merged range's windows sorted, one step a tile of their merge (merge_tile): a pass,
+                // or a clean (the sort's last stage again, on the window loaded back), with its barriers.
+                const bool sorting =
+                    order.active && sort_window < order.sort_end() && i == order.stage_tile(sort_window, sort_stage);
+                KvcMergeStep merge;
+                if (!sorting && order.merged && sort_window == order.sort_end() && merge_step < order.merge_steps() &&
+                    i == order.merge_tile(merge_step)) {
+                    merge = kvc_merge_step(order, merge_step++);
+                    if (merge.wait >= 0) kvc_merge_wait<kKvcOrderMergeBarrier>(order, merge.wait);
+                    if (merge.pass_a >= 0)
+                        kvc_window_pass(merge_buffers[0], merge.pass_a, merge.pass_b, merge.reversed, lane);
+                    if (merge.clean >= 0) kvc_load_window(merge_buffers[0], merge.clean, window, lane);
+                }
+                if (sorting || merge.clean >= 0) {
+                    const bool mark_window = marks && sorting && sort_window < 2;
+                    if (mark_window && sort_stage == 0) {
+                        kvc_mark(sort_window == 0 ? kKvOrderBegin0 : kKvOrderBegin1);
+                        int every = 0;  // every lane's loads landed
+                        for (int j = 0; j < kKvcOrderPerLane; ++j) every ^= window[j];
+                        kvc_hold(every);
+                        kvc_mark(sort_window == 0 ? kKvOrderRead0 : kKvOrderRead1);
+                    }
+                    const int stage = sorting ? sort_stage : kKvcCleanStage;
+                    kvc_with_window(order, window, [&](auto& r) { warp_sort_stage(r, lane, stage); });
+                    if (!sorting) {
+                        kvc_store_window(window, merge_buffers[merge.clean], lane);
+                    } else if (++sort_stage == order.stages()) {
+                        int32_t* buffer = order.merged ? merge_buffers[sort_window]
+                                                       : order_buffers[sort_window % kKvcOrderBuffers];
+                        kvc_with_window(order, window, [&](auto& r) { kvc_store_window(r, buffer, lane); });
+                        if (mark_window) kvc_mark(sort_window == 0 ? kKvOrderSorted0 : kKvOrderSorted1);
+                        sort_stage = 0;
+                        if (++sort_window < order.sort_end()) read_window(sort_window);
+                    }
+                }
+                if (merge.arrive >= 0) kvc_merge_arrive<kKvcOrderMergeBarrier>(order, merge.arrive);
+            }
+        };
+        if (plan.pages_in_address_order && table_row)
+            produce(std::true_type{});
+        else
+            produce(std::false_type{});
+        // The consumers' two cluster barriers (the merge's), passed before leaving; the producers publish nothing
+        // through them, so their arrivals are relaxed.
+        if (in_cluster) {
+            __syncwarp();
+            ptx::cluster_arrive_relaxed();
+            ptx::cluster_wait();
+            ptx::cluster_arrive_relaxed();
+            ptx::cluster_wait();
+        }
+        return;
+    }
 
     // ---- consumers: Q's packed rows, gathered into the 128-byte swizzle (row r of a box: 16-byte chunk c at
     // position c ^ (r % 8)); rows past the block's are zeros ---------------------------------------------------------
@@ -385,12 +558,10 @@ __device__ __forceinline__ void kvc_sm90_consume(KvcSm90Smem<T>& s, const AttnPa
             if (marks && i == tiles - 1) kvc_mark(kKvLastPv);
         }
     };
-    // The plain loop last, before the epilogue it falls into (the general one ahead of it): laid out the other way
-    // round, the epilogue's first code lay a whole loop away from the plain loop's end.
-    if (!transform && head_group == 1)
-        consume(std::false_type{});
-    else
+    if (transform || head_group > 1)
         consume(std::true_type{});
+    else
+        consume(std::false_type{});
 
     // ---- epilogue: the rows' normalised O and LSE, to the output, or (splits) to this block's shared memory for the
     // cluster's merge or to the workspace for the combine ------------------------------------------------------------
@@ -461,199 +632,6 @@ __device__ __forceinline__ void kvc_sm90_consume(KvcSm90Smem<T>& s, const AttnPa
         ptx::cluster_wait();
     }
     if (marks) kvc_mark(kKvStored);
-}
-
-template <class T>
-__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
-    kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
-                        const AttnParams p, const KvcPlan plan) {
-#if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
-    __trap();  // sm_90a code only; the dispatch launches it on compute capability 9.0 alone
-#else
-    using Elem = typename T::Elem;
-    extern __shared__ unsigned char smem_raw[];
-    auto& s = *reinterpret_cast<KvcSm90Smem<T>*>((reinterpret_cast<uintptr_t>(smem_raw) + kSm90SmemAlign - 1) /
-                                                 kSm90SmemAlign * kSm90SmemAlign);
-    // With splits merged by the combine (a programmatic dependent), its blocks may be launched now.
-    const bool in_cluster = plan.merge_in_cluster;
-    if (plan.num_splits > 1 && !in_cluster) ptx::allow_dependent_launch();
-    // A block of head_group kv heads (KvcPlan::head_group): its tiles are kBlockN key-rows, keys_per_tile keys of
-    // each of its kv heads, arranged as KvcTileCols says.
-    const int head_group = plan.head_group, keys_per_tile = T::kBlockN / head_group;
-    const KvcBlock blk(p, plan.num_splits, T::kBlockM, keys_per_tile, head_group);
-    const int b = blk.b, hk = blk.hk;
-    const CacheSeq seq = blk.seq;
-    const int tile_begin = blk.tiles.begin, tiles = blk.tiles.end - blk.tiles.begin;
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-
-    if (tid == 0) {
-        kvc_mark(kKvStart);
-        for (int st = 0; st < T::kKStages; ++st) {
-            ptx::mbarrier_init(&s.k_full[st], 1);
-            ptx::mbarrier_init(&s.k_empty[st], T::kConsumerThreads / 32);
-        }
-        for (int st = 0; st < T::kVStages; ++st) {
-            ptx::mbarrier_init(&s.v_full[st], 1);
-            ptx::mbarrier_init(&s.v_empty[st], T::kConsumerThreads / 32);
-        }
-        ptx::fence_mbarrier_init();
-        kvc_mark(kKvInitDone);
-    }
-    __syncthreads();  // the last block-wide barrier: the producer warps leave the consumers after their loops
-    if (tid == 0) kvc_mark(kKvSynced);
-
-    // The consumers branch away here and the producers run on: the code a warp runs first is fetched cold from
-    // memory (the L2 flushed before a call, or a serving step's other kernels), and the producers' first copy is on
-    // the call's path where the consumers' first code is not (they wait for that copy). Laid out with the consumers
-    // falling through (the producers' branch last in the kernel), the first copy waited for a far jump's fetch.
-    if (warp < T::kProducerWarp) {
-        kvc_sm90_consume<T>(s, p, plan, blk);
-        return;
-    }
-
-    // ---- producer warps: K's and V's (one warp, both, on dense caches) ------------------------------------------
-    const bool issue_k = warp == T::kProducerWarp, issue_v = !issue_k || blockDim.x == T::kThreadsDense;
-    const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
-    const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
-    // In pieces: paged caches, and dense ones read several kv heads a block (as one page as long as the cache).
-    const bool pieced = table_row || head_group > 1;
-    const int piece_rows = kvc_box_rows(table_row ? p.page_size : 0, T::kBlockN, head_group);
-    const uint64_t evict_first = ptx::l2_policy_evict_first();
-    // Tile i goes out once tile i - ahead has been used (KvcPlan::tiles_ahead; at most, and by default, a ring's
-    // stages, when its stage is free). Consumers use tiles in order, so that wait also frees tile i's stage.
-    const int ahead_k = plan.tiles_ahead > 0 && plan.tiles_ahead < T::kKStages ? plan.tiles_ahead : T::kKStages;
-    const int ahead_v = plan.tiles_ahead > 0 && plan.tiles_ahead < T::kVStages ? plan.tiles_ahead : T::kVStages;
-    // Two producer warps: V's first tile goes out once K's has (KvcPlan::k_first), as one warp issues them.
-    // Each warp at once, the first K tile landed 0.8 us later at batch 16 x 8 x 4k page 16 than with one warp (3.5
-    // us from the block's start against 4.3), and paged calls of 1-4 x 8-32 kv heads ended 0.1-0.6 us later
-    // (bench/NOTES.md, "kv-cache: where random pages cost, and the paged producer's first tile").
-    const bool k_first = plan.k_first && !(issue_k && issue_v);
-    const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
-    if (marks) kvc_mark(kKvProducer);
-    // The loop, compiled twice: with the page order (kOrdered) and without it. A paged cache's middle tiles in
-    // address order (KvcPlan::pages_in_address_order), past the first tiles both rings take (the same range for
-    // both warps), are worked out once tile 0's copies have gone out; the loop without that machinery is the
-    // one dense caches and pages in table order run. Why two: the code a block runs before its first copy is
-    // fetched cold (the L2 flushed before a call, or a serving step's other kernels), and the order's state and
-    // its branches were several hundred instructions of it.
-    auto produce = [&](auto ordered) {
-        constexpr bool kOrdered = decltype(ordered)::value;
-        KvcPageOrder order;
-        const int producer = warp - T::kProducerWarp, producers = issue_k && issue_v ? 1 : kKvcOrderProducers;
-        int32_t(*order_buffers)[kKvcOrderWidePages] = s.page_order[producer];  // this warp's windows
-        int32_t(*merge_buffers)[kKvcOrderWidePages] = s.page_order[0];        // a merged range's: both warps'
-        int window[kKvcOrderWidePerLane];     // the window being sorted (read a window ahead: kvc_read_window)
-        int sort_window = 0, sort_stage = 0;  // ... its index, and its sort's next stage
-        int merge_step = 0;                   // a merged range's next step of the merge (kvc_merge_step)
-        auto read_window = [&](int w) {
-            kvc_with_window(order, window, [&](auto& r) { kvc_read_window(order, table_row, w, r, lane); });
-        };
-        for (int i = 0; i < tiles; ++i) {
-            const int ks = i % T::kKStages, vs = i % T::kVStages;
-            const int n0 = (tile_begin + i) * keys_per_tile;
-            const int pos0 = seq.leftpad + n0;
-            // In pieces: this lane's piece, and (paged) the block its page maps to (pieces past the sequence are
-            // skipped).
-            int where = entry, pieces = 0, row = pos0 + lane * piece_rows;
-            if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
-            if (marks && i == 0) kvc_hold(pieces), kvc_mark(kKvPieces);
-            if (kOrdered && order.active && i >= order.tile_begin && i < order.tile_end) {
-                // A merged range: the other warp's share of the merge is stored (long since: by tile_begin - 1).
-                if (order.merged && i == order.tile_begin && producers > 1)
-                    kvc_merge_wait<kKvcOrderMergeBarrier>(order, 2);
-                const KvcPiece piece =
-                    kvc_ordered_piece(order, order.merged ? merge_buffers : order_buffers, i, lane);
-                where = piece.block, row = piece.row;
-            } else if (table_row) {
-                where = lane < pieces ? table_row[row / p.page_size] : 0;
-                row %= p.page_size;
-            }
-            if (marks && i == 0) kvc_hold(where), kvc_mark(kKvPageRead);
-            if (issue_k) {
-                if (i >= ahead_k) {
-                    const int used = i - ahead_k;
-                    ptx::mbarrier_wait(&s.k_empty[used % T::kKStages], (used / T::kKStages) % 2);
-                }
-                issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced, piece_rows,
-                                               head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
-                                               evict_first, plan.k_fold ? kFoldK : kFoldNone);
-                if (marks && i == 0) kvc_mark(kKvFirstIssue);
-                if (i == 0 && k_first) {
-                    __syncwarp();
-                    ptx::named_barrier_arrive<kKvcKFirstBarrier>(64);
-                }
-            }
-            if (issue_v) {
-                if (i == 0 && k_first) ptx::named_barrier_sync<kKvcKFirstBarrier>(64);  // K's first tile went out
-                if (i >= ahead_v) {
-                    const int used = i - ahead_v;
-                    ptx::mbarrier_wait(&s.v_empty[used % T::kVStages], (used / T::kVStages) % 2);
-                }
-                issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced, piece_rows,
-                                                head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
-                                                evict_first, plan.v_fold_rows > 0 ? kFoldV : kFoldNone);
-            }
-            if (!kOrdered) continue;
-            if (i == 0) {
-                // kOrdered: the plan asks for the order on this paged cache (the call below); the block may
-                // still be too short for it.
-                order = kvc_page_order(kOrdered, blk, keys_per_tile, p.page_size, piece_rows,
-                                       max(ahead_k, ahead_v), producers, producer);
-                sort_window = order.first_window();
-                if (order.active) read_window(sort_window);
-            }
-            // One stage of the order's sort a tile (KvcPageOrder::stage_tile), a window sorted stored and the
-            // next one read; a merged range's windows sorted, one step a tile of their merge (merge_tile): a pass,
-            // or a clean (the sort's last stage again, on the window loaded back), with its barriers.
-            const bool sorting =
-                order.active && sort_window < order.sort_end() && i == order.stage_tile(sort_window, sort_stage);
-            KvcMergeStep merge;
-            if (!sorting && order.merged && sort_window == order.sort_end() && merge_step < order.merge_steps() &&
-                i == order.merge_tile(merge_step)) {
-                merge = kvc_merge_step(order, merge_step++);
-                if (merge.wait >= 0) kvc_merge_wait<kKvcOrderMergeBarrier>(order, merge.wait);
-                if (merge.pass_a >= 0)
-                    kvc_window_pass(merge_buffers[0], merge.pass_a, merge.pass_b, merge.reversed, lane);
-                if (merge.clean >= 0) kvc_load_window(merge_buffers[0], merge.clean, window, lane);
-            }
-            if (sorting || merge.clean >= 0) {
-                const bool mark_window = marks && sorting && sort_window < 2;
-                if (mark_window && sort_stage == 0) {
-                    kvc_mark(sort_window == 0 ? kKvOrderBegin0 : kKvOrderBegin1);
-                    int every = 0;  // every lane's loads landed
-                    for (int j = 0; j < kKvcOrderPerLane; ++j) every ^= window[j];
-                    kvc_hold(every);
-                    kvc_mark(sort_window == 0 ? kKvOrderRead0 : kKvOrderRead1);
-                }
-                const int stage = sorting ? sort_stage : kKvcCleanStage;
-                kvc_with_window(order, window, [&](auto& r) { warp_sort_stage(r, lane, stage); });
-                if (!sorting) {
-                    kvc_store_window(window, merge_buffers[merge.clean], lane);
-                } else if (++sort_stage == order.stages()) {
-                    int32_t* buffer = order.merged ? merge_buffers[sort_window]
-                                                   : order_buffers[sort_window % kKvcOrderBuffers];
-                    kvc_with_window(order, window, [&](auto& r) { kvc_store_window(r, buffer, lane); });
-                    if (mark_window) kvc_mark(sort_window == 0 ? kKvOrderSorted0 : kKvOrderSorted1);
-                    sort_stage = 0;
-                    if (++sort_window < order.sort_end()) read_window(sort_window);
-                }
-            }
-            if (merge.arrive >= 0) kvc_merge_arrive<kKvcOrderMergeBarrier>(order, merge.arrive);
-        }
-    };
-    if (plan.pages_in_address_order && table_row)
-        produce(std::true_type{});
-    else
-        produce(std::false_type{});
-    // The consumers' two cluster barriers (the merge's), passed before leaving; the producers publish nothing
-    // through them, so their arrivals are relaxed.
-    if (in_cluster) {
-        __syncwarp();
-        ptx::cluster_arrive_relaxed();
-        ptx::cluster_wait();
-        ptx::cluster_arrive_relaxed();
-        ptx::cluster_wait();
-    }
 #endif
 }
 
