@@ -248,10 +248,12 @@ TEST(KvcFastMemoryPagedGroup, PairsInPlaceOfEightOnGridsOfTwoAnSm) {
 }
 
 // Fast memory: paged caches of long pieces take fours in place of pairs on grids of two pairs an SM (512 kv heads)
-// where a four's rows stay within 16 and its blocks read 16k keys or more (1024 tiles of 16).
+// where a four's rows stay within 16 and its blocks read 8k keys or more (512 tiles of 16).
 TEST(KvcFastMemoryPagedGroup, FoursInPlaceOfPairsOnLongCaches) {
     constexpr int64_t kSlots = kSms * 2;
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 64 * 8, kSlots, 1024), 4);    // 64 x 8 x 16k, one query row
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 64 * 8, kSlots, 512), 4);     // 8k keys
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 1, 16 * 32, kSlots, 512), 4);    // 16 x 32 x 8k
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 1, 16 * 32, kSlots, 4096), 4);   // 16 x 32 x 64k
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 16 * 32, kSlots, 1024), 4);   // four query rows of a kv head: 16
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 16, 64 * 8, kSlots, 1024), 2);   // 64 rows a four: pairs
@@ -279,7 +281,7 @@ TEST(KvcFastMemoryPagedGroup, DenseFoursWithThirtyTwoKvHeads) {
     constexpr int64_t kSlots = kSms * 2;
     EXPECT_EQ(kvc_fast_memory_dense_quads(2, 4, 32, 1, 16 * 32, kSlots, 1024), 4);   // 16 x 32 x 16k
     EXPECT_EQ(kvc_fast_memory_dense_quads(2, 4, 32, 4, 16 * 32, kSlots, 4096), 4);   // four query rows, 64k
-    EXPECT_EQ(kvc_fast_memory_dense_quads(2, 4, 32, 1, 16 * 32, kSlots, 512), 2);    // 8k keys
+    EXPECT_EQ(kvc_fast_memory_dense_quads(2, 4, 32, 1, 16 * 32, kSlots, 512), 2);    // 8k keys: dense keeps pairs
     EXPECT_EQ(kvc_fast_memory_dense_quads(2, 4, 8, 4, 64 * 8, kSlots, 1024), 2);     // 64 x 8: 8 kv heads a position
     EXPECT_EQ(kvc_fast_memory_dense_quads(2, 4, 32, 8, 16 * 32, kSlots, 1024), 2);   // 32 rows a four
     EXPECT_EQ(kvc_fast_memory_dense_quads(8, 8, 32, 1, 32 * 32, kSlots, 1024), 8);   // not a pair: as it was
