@@ -248,12 +248,11 @@ TEST(KvcFastMemoryPagedGroup, PairsInPlaceOfEightOnGridsOfTwoAnSm) {
 }
 
 // Fast memory: paged caches of long pieces take fours in place of pairs on grids of two pairs an SM (512 kv heads)
-// where a four's rows stay within 16 and its blocks read 8k keys or more (512 tiles of 16).
+// where a four's rows stay within 16 and its blocks read 16k keys or more (1024 tiles of 16).
 TEST(KvcFastMemoryPagedGroup, FoursInPlaceOfPairsOnLongCaches) {
     constexpr int64_t kSlots = kSms * 2;
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 64 * 8, kSlots, 1024), 4);    // 64 x 8 x 16k, one query row
-    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 64 * 8, kSlots, 512), 4);     // 8k keys
-    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 1, 16 * 32, kSlots, 512), 4);    // 16 x 32 x 8k
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 64 * 8, kSlots, 512), 2);     // 8k keys: pages of 1 MiB and more
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 1, 16 * 32, kSlots, 4096), 4);   // 16 x 32 x 64k
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 16 * 32, kSlots, 1024), 4);   // four query rows of a kv head: 16
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 16, 64 * 8, kSlots, 1024), 2);   // 64 rows a four: pairs
@@ -263,6 +262,24 @@ TEST(KvcFastMemoryPagedGroup, FoursInPlaceOfPairsOnLongCaches) {
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 128 * 8, kSlots, 1024), 2);   // 512 pairs: more than the slots
     EXPECT_EQ(kvc_fast_memory_paged_quads(8, 8, 1, 64 * 32, kSlots, 1024), 8);   // not a pair: as it was
     EXPECT_EQ(kvc_fast_memory_paged_quads(1, 4, 1, 16 * 32, kSlots, 4096), 1);
+}
+
+// Pages below 1 MiB take fours from 8k keys (512 tiles of 16); pages of 1 MiB and more from 16k, as dense caches.
+TEST(KvcFastMemoryPagedGroup, FoursFrom8kOnPagesBelowOneMiB) {
+    constexpr int64_t kSlots = kSms * 2;
+    constexpr int64_t kRowBytes = 128 * 2;                        // head dim 128, bf16
+    const int64_t page64x32 = kvc_paged_quad_min_tiles(64 * 32 * kRowBytes);     // 512 KiB
+    const int64_t page256x8 = kvc_paged_quad_min_tiles(256 * 8 * kRowBytes);     // 512 KiB
+    const int64_t page256x32 = kvc_paged_quad_min_tiles(256 * 32 * kRowBytes);   // 2 MiB
+    EXPECT_EQ(page64x32, 512);
+    EXPECT_EQ(page256x8, 512);
+    EXPECT_EQ(page256x32, 1024);
+    EXPECT_EQ(kvc_paged_quad_min_tiles(16 * 32 * kRowBytes), 512);                // page 16
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 1, 16 * 32, kSlots, 512, page64x32), 4);    // 16 x 32 x 8k page 64
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 64 * 8, kSlots, 512, page256x8), 4);     // 64 x 8 x 8k page 256
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 1, 16 * 32, kSlots, 512, page256x32), 2);   // 16 x 32 x 8k page 256
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 1, 16 * 32, kSlots, 1024, page256x32), 4);  // ... 16k
+    EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 1, 16 * 32, kSlots, 256, page64x32), 2);    // 4k keys
 }
 
 // The fours' rule on pages of 16-row pieces, whose grouping (kvc_head_group_for_grid) gives pairs on these grids: the

@@ -331,6 +331,7 @@ FLASHATTN_HD constexpr bool kvc_fast_memory(int64_t dram_bytes_per_s, int64_t sm
 // against 479.2). bench/NOTES.md, "kv-cache: one split on large pages, pairs on paged many-wave grids".
 constexpr double kKvcFilled = 0.9;  // blocks per SM from which kvc_splits leaves a grid unsplit
 constexpr int64_t kKvcTwoPerSmMinTiles = 64;
+constexpr int64_t kKvcElemBytes = 2;  // the kv-cache kernels' caches: fp16 or bf16
 constexpr int64_t kKvcBigPageBytes = int64_t(1) << 20;
 constexpr int64_t kKvcBigPageTwoPerSmMinTiles = 512;
 FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blocks, int64_t key_tiles,
@@ -363,26 +364,35 @@ FLASHATTN_HD constexpr int kvc_fast_memory_paged_group(int group, int wide_group
 // Fast memory, paged caches where `group` is a pair on a grid of two blocks an SM (kv_blocks / 2 from kKvcFilled of the
 // slots to all of them: batch 64 x 8 and 16 x 32 kv heads): fours, where the instance allows them (group_max,
 // kvc_head_group's), a four's query rows stay within kKvcPagedQuadMaxRows (4 x kv_rows) and its blocks read at least
-// min_tiles key tiles (quad_tiles; kKvcPagedQuadMinTiles: 8k keys); else `group`. The grid of fours (128 blocks) is then split in
-// two by kvc_two_per_sm_splits. On an H200, graph-replayed, one query row, fours against pairs, pages 64 / 256: 16 x 32
-// x 16k 966.7 against 973.0 us and 967.3 against 978.5, 64k 3794 against 3835 and 3810 against 3847; 64 x 8 x 16k 969.3
-// against 972.9 and 964.4 against 971.9 (two runs before alike), 64k 3805 against 3841 and 3807 against 3832. At 4k
-// they went either way (16 x 32 page 256 254.9 against 256.6, 64 x 8 page 64 258.4 against 257.2); with four query rows
-// 64 x 8 (64 rows a four) read slower (16k page 256 983.8 against 980.3, 4k 269.1 against 262.0) and 16 x 32 (16 rows)
-// the same (975.5 against 977.3). bench/NOTES.md, "kv-cache: one split on large pages, pairs on paged many-wave
-// grids". Pages of 16-row pieces (kvc_head_group_for_grid's pairs there) gain as much: 16 x 32 x 16k page 16 968.5 and
-// 974.2 against 978.4 and 981.6, 64k 3818 and 3823 against 3872 and 3862, 64 x 8 x 16k 975.8 and 977.6 against 980.2
-// and 981.6, 64k 3827 against 3856; four query rows 16 x 32 x 16k 976.5 against 983.0, 64 x 8 (64 rows a four) 994.5
-// against 991.6; 8k 497.7 against 498.7 ("kv-cache: fours on the dense 16 x 32 grids and on page 16"). From 8k keys
-// (quad_tiles 512; min_tiles, the dense rule's own for kvc_fast_memory_dense_quads): at 8k, pages 64 / 256, 16 x 32
-// 490.9 against 494.3 and 492.4 against 497.3, 64 x 8 493.2 against 494.6 and 492.6 against 494.4 ("kv-cache: the
-// code's layout, and fours from 8k on pages").
+// min_tiles key tiles (quad_tiles; kKvcQuadMinTiles, 16k keys, or kvc_paged_quad_min_tiles'); else `group`. The grid of
+// fours (128 blocks) is then split in two by kvc_two_per_sm_splits. On an H200, graph-replayed, one query row, fours
+// against pairs, pages 64 / 256: 16 x 32 x 16k 966.7 against 973.0 us and 967.3 against 978.5, 64k 3794 against 3835
+// and 3810 against 3847; 64 x 8 x 16k 969.3 against 972.9 and 964.4 against 971.9 (two runs before alike), 64k 3805
+// against 3841 and 3807 against 3832. At 4k they went either way (16 x 32 page 256 254.9 against 256.6, 64 x 8 page 64
+// 258.4 against 257.2); with four query rows 64 x 8 (64 rows a four) read slower (16k page 256 983.8 against 980.3, 4k
+// 269.1 against 262.0) and 16 x 32 (16 rows) the same (975.5 against 977.3). bench/NOTES.md, "kv-cache: one split on
+// large pages, pairs on paged many-wave grids". Pages of 16-row pieces (kvc_head_group_for_grid's pairs there) gain as
+// much: 16 x 32 x 16k page 16 968.5 and 974.2 against 978.4 and 981.6, 64k 3818 and 3823 against 3872 and 3862, 64 x 8
+// x 16k 975.8 and 977.6 against 980.2 and 981.6, 64k 3827 against 3856; four query rows 16 x 32 x 16k 976.5 against
+// 983.0, 64 x 8 (64 rows a four) 994.5 against 991.6; 8k 497.7 against 498.7 ("kv-cache: fours on the dense 16 x 32
+// grids and on page 16").
+//
+// Pages below kKvcBigPageBytes take fours from 8k keys (kvc_paged_quad_min_tiles: 512 tiles), fours against pairs
+// there in two runs, one query row: 16 x 32 page 64 490.9 and 490.6 against 494.3 and 494.7 us, page 16 497.7 against
+// 498.9, 64 x 8 page 64 493.2 and 495.9 against 494.6 and 496.6, page 256 (512 KiB) 492.6 and 494.7 against 494.4 and
+// 494.5, page 16 499.8 against 499.8; four query rows (16 rows a four) 16 x 32 page 64 494.6 against 494.9, page 16
+// 498.4 against 500.4. Pages of 1 MiB and more keep 16k: their grid of fours stays one split at 8k
+// (kvc_two_per_sm_splits), and 16 x 32 page 256 with four query rows read 519.5 against 495.1 (one query row 493.0
+// against 495.3). bench/NOTES.md, "kv-cache: the code's layout, and fours from 8k on pages".
 constexpr int kKvcPagedQuad = 4;
 constexpr int64_t kKvcPagedQuadMaxRows = 16;
-constexpr int64_t kKvcPagedQuadMinTiles = 512;
+constexpr int64_t kKvcQuadMinTiles = 1024, kKvcSmallPageQuadMinTiles = 512;
+FLASHATTN_HD constexpr int64_t kvc_paged_quad_min_tiles(int64_t page_bytes) {
+    return page_bytes < kKvcBigPageBytes ? kKvcSmallPageQuadMinTiles : kKvcQuadMinTiles;
+}
 FLASHATTN_HD constexpr int kvc_fast_memory_paged_quads(int group, int group_max, int64_t kv_rows, int64_t kv_blocks,
                                                        int64_t slots, int64_t quad_tiles,
-                                                       int64_t min_tiles = kKvcPagedQuadMinTiles) {
+                                                       int64_t min_tiles = kKvcQuadMinTiles) {
     if (group != kKvcPagedPair || group_max < kKvcPagedQuad || kKvcPagedQuad * kv_rows > kKvcPagedQuadMaxRows)
         return group;
     const int64_t pairs = kv_blocks / kKvcPagedPair;
@@ -399,13 +409,12 @@ FLASHATTN_HD constexpr int kvc_fast_memory_paged_quads(int group, int group_max,
 // (a four half of a position's 8 kv heads) read slower with fours: 16k 972.9 and 970.6 against 966.0 and 967.7, 8k
 // 495.6 and 496.1 against 492.1 and 492.0, 64k 3875 and 3848 against 3842 and 3844 (bench/NOTES.md, "kv-cache: fours
 // on the dense 16 x 32 grids and on page 16").
+// (At 8k, dense 16 x 32, fours read as pairs: 490.0 against 490.0.)
 constexpr int kKvcDenseQuadMinHeads = 32;
-constexpr int64_t kKvcDenseQuadMinTiles = 1024;  // 16k keys: at 8k dense fours read as pairs (490.0 against 490.0)
 FLASHATTN_HD constexpr int kvc_fast_memory_dense_quads(int group, int group_max, int64_t nheads_k, int64_t kv_rows,
                                                        int64_t kv_blocks, int64_t slots, int64_t quad_tiles) {
     if (nheads_k < kKvcDenseQuadMinHeads) return group;
-    return kvc_fast_memory_paged_quads(group, group_max, kv_rows, kv_blocks, slots, quad_tiles,
-                                       kKvcDenseQuadMinTiles);
+    return kvc_fast_memory_paged_quads(group, group_max, kv_rows, kv_blocks, slots, quad_tiles);
 }
 
 // Fast memory, tiles ahead (KvcPlan::tiles_ahead): as many as the rings hold (0) on paged caches whose blocks read at

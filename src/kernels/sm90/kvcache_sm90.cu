@@ -311,9 +311,11 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves, boo
     if (!fast_memory) return group;
     // Fast memory: fours in place of pairs where they say, whichever rule gave the pairs.
     const int64_t quad_tiles = kvc_key_tiles(p.seqlen_k, block_n, kKvcPagedQuad);
-    return p.block_table
-               ? kvc_fast_memory_paged_quads(group, most, kv_rows, kv_blocks, slots, quad_tiles)
-               : kvc_fast_memory_dense_quads(group, most, p.nheads_k, kv_rows, kv_blocks, slots, quad_tiles);
+    if (!p.block_table)
+        return kvc_fast_memory_dense_quads(group, most, p.nheads_k, kv_rows, kv_blocks, slots, quad_tiles);
+    const int64_t page_bytes = p.k_batch_stride * kKvcElemBytes;
+    return kvc_fast_memory_paged_quads(group, most, kv_rows, kv_blocks, slots, quad_tiles,
+                                       kvc_paged_quad_min_tiles(page_bytes));
 }
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {
