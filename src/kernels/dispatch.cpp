@@ -337,8 +337,8 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     if (splits <= 0) {
         splits = kvc_splits(blocks, key_tiles, sm_count, slots);
         if (fast_memory) {
-            const int64_t page_bytes = p.block_table ? p.k_batch_stride * kKvcElemBytes : 0;  // 0: a dense cache
-            splits = kvc_two_per_sm_splits(splits, blocks, key_tiles, sm_count, slots, page_bytes);
+            splits = kvc_two_per_sm_splits(splits, blocks, key_tiles, sm_count, slots,
+                                           kvc_page_bytes(p.block_table != nullptr, p.k_batch_stride));
         }
         // More splits than a cluster merges (the Hopper kernel's batch 1 x 8 kv heads from 4k keys): the combine runs
         // anyway, so the count that fills the resident slots' waves, where its splits stay long. At 64k keys 32 splits

@@ -275,6 +275,8 @@ TEST(KvcFastMemoryPagedGroup, FoursFrom8kOnPagesBelowOneMiB) {
     EXPECT_EQ(page256x8, 512);
     EXPECT_EQ(page256x32, 1024);
     EXPECT_EQ(kvc_paged_quad_min_tiles(16 * 32 * kRowBytes), 512);                // page 16
+    EXPECT_EQ(kvc_page_bytes(true, 64 * 32 * 128), 64 * 32 * kRowBytes);          // a page's stride in elements
+    EXPECT_EQ(kvc_page_bytes(false, 64 * 32 * 128), 0);                           // a dense cache
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 1, 16 * 32, kSlots, 512, page64x32), 4);    // 16 x 32 x 8k page 64
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 4, 64 * 8, kSlots, 512, page256x8), 4);     // 64 x 8 x 8k page 256
     EXPECT_EQ(kvc_fast_memory_paged_quads(2, 4, 1, 16 * 32, kSlots, 512, page256x32), 2);   // 16 x 32 x 8k page 256

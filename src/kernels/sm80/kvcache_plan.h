@@ -333,6 +333,11 @@ constexpr double kKvcFilled = 0.9;  // blocks per SM from which kvc_splits leave
 constexpr int64_t kKvcTwoPerSmMinTiles = 64;
 constexpr int64_t kKvcElemBytes = 2;  // the kv-cache kernels' caches: fp16 or bf16
 constexpr int64_t kKvcBigPageBytes = int64_t(1) << 20;
+// A paged cache's page in bytes (its stride: rows x kv heads x head dim x kKvcElemBytes), or 0 for a dense cache: what
+// kvc_two_per_sm_splits and kvc_paged_quad_min_tiles compare with kKvcBigPageBytes.
+FLASHATTN_HD constexpr int64_t kvc_page_bytes(bool paged, int64_t page_stride) {
+    return paged ? page_stride * kKvcElemBytes : 0;
+}
 constexpr int64_t kKvcBigPageTwoPerSmMinTiles = 512;
 FLASHATTN_HD constexpr int64_t kvc_two_per_sm_splits(int64_t splits, int64_t blocks, int64_t key_tiles,
                                                      int64_t sm_count, int64_t slots, int64_t page_bytes = 0) {

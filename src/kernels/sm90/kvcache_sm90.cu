@@ -313,9 +313,8 @@ int kvc_sm90_head_group(const AttnParams& p, int64_t slots, bool many_waves, boo
     const int64_t quad_tiles = kvc_key_tiles(p.seqlen_k, block_n, kKvcPagedQuad);
     if (!p.block_table)
         return kvc_fast_memory_dense_quads(group, most, p.nheads_k, kv_rows, kv_blocks, slots, quad_tiles);
-    const int64_t page_bytes = p.k_batch_stride * kKvcElemBytes;
     return kvc_fast_memory_paged_quads(group, most, kv_rows, kv_blocks, slots, quad_tiles,
-                                       kvc_paged_quad_min_tiles(page_bytes));
+                                       kvc_paged_quad_min_tiles(kvc_page_bytes(true, p.k_batch_stride)));
 }
 
 void launch_kvc_sm90(const AttnParams& p, const KvcPlan& plan) {
