@@ -37,7 +37,7 @@
 // much of that is the address translation's reach.
 //
 // Build and run (on an H100):  nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Isrc -Iinclude \
-//     bench/probe_kv_stream.cu -o /tmp/probe && /tmp/probe [batch] [seqlen] [nheads_k]
+//     bench/probe_kv_stream.cu -o /tmp/probe && /tmp/probe [batch] [seqlen] [nheads_k] [page order] [splits]
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -216,17 +216,20 @@ __global__ void __launch_bounds__(kMaxCopyThreads) stream_threads_kernel(const u
                                                                          const unsigned char* v, Work w) {
     extern __shared__ unsigned char raw[];
     auto& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) / 1024 * 1024);
-    const int b = blockIdx.x / w.nheads, h = blockIdx.x % w.nheads;
+    const int slices = gridDim.x / (w.batch * w.nheads);  // the sequence's slices (the fifth argument)
+    const int unit = blockIdx.x / slices, slice = blockIdx.x % slices;
+    const int b = unit / w.nheads, h = unit % w.nheads;
     constexpr int kRowBytes = kHeadDim * 2, kChunksPerRow = kRowBytes / 16;
     constexpr int kChunks = kTileRowsTimesHeads * kChunksPerRow;
-    const int tiles = w.seqlen / kTileRowsTimesHeads;
+    const int tiles = w.seqlen / kTileRowsTimesHeads / slices, first_tile = slice * tiles;
     const size_t row_stride = size_t(w.nheads) * kRowBytes;
     const size_t base = (size_t(b) * w.seqlen * w.nheads + h) * kRowBytes;
     const size_t page_stride = kPage * row_stride;
     for (int i = 0; i < tiles; ++i) {
         const int st = i % kStages;
         for (int c = threadIdx.x; c < kChunks; c += blockDim.x) {
-            const int row = c / kChunksPerRow, col = c % kChunksPerRow, pos = i * kTileRowsTimesHeads + row;
+            const int row = c / kChunksPerRow, col = c % kChunksPerRow;
+            const int pos = (first_tile + i) * kTileRowsTimesHeads + row;
             const size_t off =
                 w.paged ? size_t(w.table[b * (w.seqlen / kPage) + pos / kPage]) * page_stride +
                               size_t(pos % kPage) * row_stride + size_t(h) * kRowBytes + col * 16
@@ -299,6 +302,7 @@ int main(int argc, char** argv) {
     const int seqlen = argc > 2 ? std::atoi(argv[2]) : 16384;
     const int nheads = argc > 3 ? std::atoi(argv[3]) : 8;
     const int order = argc > 4 ? std::atoi(argv[4]) : 0;
+    const int splits = argc > 5 ? std::atoi(argv[5]) : 1;  // slices of each unit's sequence, a block each
     if (order < 0 || order > 2) {
         std::printf("page order %d: expected 0 (random), 1 (the pool in order) or 2 (random within 2 MB)\n", order);
         return 1;
@@ -344,8 +348,8 @@ int main(int argc, char** argv) {
     cudaEventCreate(&e1);
     const double bytes = 2.0 * elems * 2;
     static const char* const kOrders[] = {"random", "sequential", "random within 2 MB"};
-    std::printf("batch %d, seqlen %d, nheads_k %d, head dim %d: %.1f MB of K and V; pages %s\n", batch, seqlen, nheads,
-                kHeadDim, bytes / 1e6, kOrders[order]);
+    std::printf("batch %d, seqlen %d, nheads_k %d, head dim %d: %.1f MB of K and V; pages %s; %d split(s)\n", batch,
+                seqlen, nheads, kHeadDim, bytes / 1e6, kOrders[order], splits);
     for (int m = 0; m < int(sizeof(kModes) / sizeof(kModes[0])); ++m) {
         const Mode& mode = kModes[m];
         uint64_t dims[4], strides[3];
@@ -366,7 +370,8 @@ int main(int argc, char** argv) {
         const int groups = nheads / mode.heads;
         const Work w{batch, seqlen, nheads, mode.rows, mode.heads, mode.paged, mode.warm, table,
                      static_cast<const unsigned char*>(k), static_cast<const unsigned char*>(v)};
-        const dim3 grid(batch * groups * mode.heads);
+        const dim3 grid(batch * groups * mode.heads * splits);
+        if (splits > 1 && mode.cluster > 1) continue;  // the cluster modes read a unit's whole sequence a block
         std::vector<float> ms;
         for (int r = 0; r < kRepeats + 2; ++r) {
             cudaMemsetAsync(flush, r, kFlushBytes);
