@@ -27,6 +27,10 @@
 //           tile i - 1 (each arrives on every block's pace barrier after its issue), so that the kv heads of a
 //           sequence read each page at about the same time, as one block reading 4 kv heads a box does (mode 5)
 //   mode 16 as mode 15 on the dense cache (mode 0's boxes)
+//   mode 17 as mode 5, K's copies issued by one warp and V's by another (the kv-cache kernel's two producers)
+//   mode 18 as mode 5, four consumer warps giving each stage back before it is copied again (the kernel's hand-off)
+//   mode 19 as mode 5, both; mode 20 as mode 4, both; mode 21 as mode 19, the blocks in the kernel's order (the
+//           split slowest)
 //   mode 11 as mode 4, with one L2 prefetch of each K and V piece's first row kWarmAhead tiles before its copy (the
 //           row is read by the copy anyway: no extra bytes, but the page's address translation is made early)
 //
@@ -74,7 +78,9 @@ struct Mode {
     bool warm = false;  // mode 11: prefetch each piece's first row kWarmAhead tiles ahead
     int cluster = 1;    // modes 12-16: blocks a cluster (consecutive blocks: kv heads of one sequence)
     bool one_per_sm = false, in_step = false;  // modes 14-16
+    int handoff = 0;  // modes 17-20: kHandoffTwoProducers | kHandoffConsumers (stream_handoff_kernel)
 };
+constexpr int kHandoffTwoProducers = 1, kHandoffConsumers = 2, kHandoffKernelOrder = 4;
 constexpr int kMaxCopyThreads = 128;
 constexpr Mode kModes[] = {
     {"per head, 64 rows x 1 head", 64, 1, false, false, 0},
@@ -94,6 +100,12 @@ constexpr Mode kModes[] = {
     {"paged 16, clusters of 4, 1 an SM", 16, 1, false, true, 0, false, 4, true, false},
     {"paged 16, clusters of 4, in step", 16, 1, false, true, 0, false, 4, true, true},
     {"dense, clusters of 4, in step", 64, 1, false, false, 0, false, 4, true, true},
+    {"as 5, two producer warps", 16, 4, false, true, 0, false, 1, false, false, kHandoffTwoProducers},
+    {"as 5, consumers give stages back", 16, 4, false, true, 0, false, 1, false, false, kHandoffConsumers},
+    {"as 5, both", 16, 4, false, true, 0, false, 1, false, false, kHandoffTwoProducers | kHandoffConsumers},
+    {"as 4, both", 16, 1, false, true, 0, false, 1, false, false, kHandoffTwoProducers | kHandoffConsumers},
+    {"as 19, the kernel's block order", 16, 4, false, true, 0, false, 1, false, false,
+     kHandoffTwoProducers | kHandoffConsumers | kHandoffKernelOrder},
 };
 
 struct Work {
@@ -207,6 +219,93 @@ __global__ void __launch_bounds__(32) stream_in_step_kernel(const __grid_constan
     }
     __syncwarp();
     ptx::cluster_sync();  // no block leaves while another may still arrive on its pace barriers
+}
+
+// Modes 17-20: stream_kernel's copies issued the way the kv-cache kernel issues them, to see which part of its
+// protocol costs the stream: with kHandoffTwoProducers K's copies by warp 0 and V's by warp 1 (lane 0 of each), each
+// tensor on its own barriers, else both by thread 0; with kHandoffConsumers four more warps wait for each stage to land
+// and give it back (one arrival a warp), and a stage is copied again only once given back, else once it has landed.
+constexpr int kConsumerWarps = 4, kHandoffThreads = 32 * (2 + kConsumerWarps);
+struct alignas(1024) HandoffSmem {
+    unsigned char k[kStages][kTileBytes];
+    unsigned char v[kStages][kTileBytes];
+    uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
+};
+
+__global__ void __launch_bounds__(kHandoffThreads) stream_handoff_kernel(const __grid_constant__ CUtensorMap map_k,
+                                                                         const __grid_constant__ CUtensorMap map_v,
+                                                                         Work w, int handoff) {
+    extern __shared__ unsigned char raw[];
+    auto& s = *reinterpret_cast<HandoffSmem*>((reinterpret_cast<uintptr_t>(raw) + 1023) / 1024 * 1024);
+    const bool two_producers = handoff & kHandoffTwoProducers, consumers = handoff & kHandoffConsumers;
+    if (threadIdx.x == 0) {
+        for (int st = 0; st < kStages; ++st) {
+            ptx::mbarrier_init(&s.k_full[st], 1);
+            ptx::mbarrier_init(&s.v_full[st], 1);
+            ptx::mbarrier_init(&s.k_empty[st], kConsumerWarps);
+            ptx::mbarrier_init(&s.v_empty[st], kConsumerWarps);
+        }
+        ptx::fence_mbarrier_init();
+    }
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    // The block's work, as stream_kernel's; with kHandoffKernelOrder in the kv-cache kernel's order instead (its grid's
+    // z, the split, slowest: consecutive blocks are consecutive (sequence, head group) units of one slice).
+    const int groups = w.nheads / w.heads;
+    const int units_per_seq = gridDim.x / w.batch;
+    int b = blockIdx.x / units_per_seq, u = blockIdx.x % units_per_seq;
+    const int slices = units_per_seq / groups;
+    if (handoff & kHandoffKernelOrder) {
+        const int unit = blockIdx.x % (w.batch * groups), split = blockIdx.x / (w.batch * groups);
+        b = unit / groups, u = split * groups + unit % groups;
+    }
+    const int group = u % groups, slice = u / groups;
+    const int slice_rows = w.seqlen / slices;
+    const int tile_rows = kTileRowsTimesHeads / w.heads;
+    const int tiles = slice_rows / tile_rows;
+    if (warp >= 2) {  // consumers
+        if (!consumers) return;
+        for (int i = 0; i < tiles; ++i) {
+            const int st = i % kStages, phase = (i / kStages) % 2;
+            ptx::mbarrier_wait(&s.k_full[st], phase);
+            if (lane == 0) ptx::mbarrier_arrive(&s.k_empty[st]);
+            ptx::mbarrier_wait(&s.v_full[st], phase);
+            if (lane == 0) ptx::mbarrier_arrive(&s.v_empty[st]);
+        }
+        return;
+    }
+    const bool issue_k = warp == 0, issue_v = two_producers ? warp == 1 : warp == 0;
+    if (lane != 0 || !(issue_k || issue_v)) return;
+    const int boxes = tile_rows / w.rows, box_bytes = w.rows * w.heads * kBoxCols * 2;
+    for (int i = 0; i < tiles; ++i) {
+        const int st = i % kStages;
+        if (i >= kStages) {
+            const int used = i - kStages, phase = (used / kStages) % 2;
+            if (issue_k) ptx::mbarrier_wait(consumers ? &s.k_empty[st] : &s.k_full[st], phase);
+            if (issue_v) ptx::mbarrier_wait(consumers ? &s.v_empty[st] : &s.v_full[st], phase);
+        }
+        if (issue_k) ptx::mbarrier_arrive_expect_tx(&s.k_full[st], kTileBytes);
+        if (issue_v) ptx::mbarrier_arrive_expect_tx(&s.v_full[st], kTileBytes);
+        const int row0 = slice * slice_rows + i * tile_rows;
+        for (int bx = 0; bx < boxes; ++bx) {
+            const int row = row0 + bx * w.rows;
+            int y = row, entry = b;
+            if (w.paged) y = row % kPage, entry = w.table[b * (w.seqlen / kPage) + row / kPage];
+            for (int h = 0; h < kHalves; ++h) {
+                if (issue_k)
+                    ptx::tma_load_4d(s.k[st] + (h * boxes + bx) * box_bytes, &map_k, &s.k_full[st], h * kBoxCols, y,
+                                     group * w.heads, entry);
+                if (issue_v)
+                    ptx::tma_load_4d(s.v[st] + (h * boxes + bx) * box_bytes, &map_v, &s.v_full[st], h * kBoxCols, y,
+                                     group * w.heads, entry);
+            }
+        }
+    }
+    if (consumers) return;  // the consumer warps wait for every tile
+    for (int i = max(0, tiles - kStages); i < tiles; ++i) {
+        if (issue_k) ptx::mbarrier_wait(&s.k_full[i % kStages], (i / kStages) % 2);
+        if (issue_v) ptx::mbarrier_wait(&s.v_full[i % kStages], (i / kStages) % 2);
+    }
 }
 
 // Modes 6-10: block (b, h) of the (batch, seq, head, dim) cache or of the page pool, 64-row tiles of K and V, each
@@ -343,6 +442,7 @@ int main(int argc, char** argv) {
     cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     cudaFuncSetAttribute(stream_threads_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     cudaFuncSetAttribute(stream_in_step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneBlockSmem);
+    cudaFuncSetAttribute(stream_handoff_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -379,6 +479,8 @@ int main(int argc, char** argv) {
             if (mode.copy_threads)
                 stream_threads_kernel<<<grid, mode.copy_threads, smem>>>(static_cast<const unsigned char*>(k),
                                                                     static_cast<const unsigned char*>(v), w);
+            else if (mode.handoff)
+                stream_handoff_kernel<<<grid, kHandoffThreads, smem>>>(mk, mv, w, mode.handoff);
             else if (mode.one_per_sm)
                 cluster_launch(grid, kOneBlockSmem, mode.cluster, mk, mv, w, &mode);
             else if (mode.cluster > 1)
