@@ -29,12 +29,15 @@ from flashattn import flash_attn_with_kvcache
 
 EVENTS = ["start", "first_issue", "q_ready", "first_k", "first_pv", "last_k", "last_v", "last_pv", "stored",
           "init_done", "synced", "sm", "global_start", "global_end", "unit", "split", "epilogue", "producer", "pieces",
-          "page_read", "order_begin0", "order_read0", "order_sorted0", "order_begin1", "order_read1", "order_sorted1"]
+          "page_read", "order_begin0", "order_read0", "order_sorted0", "order_begin1", "order_read1", "order_sorted1",
+          "merging", "global_merging"]
 MAX_BLOCKS = 8192  # kKvcTimelineBlocks
 PHASES = [("start", "init_done"), ("start", "synced"), ("start", "producer"), ("producer", "pieces"),
           ("pieces", "page_read"), ("page_read", "first_issue"), ("start", "first_issue"), ("start", "q_ready"),
           ("start", "first_k"), ("first_k", "first_pv"), ("first_pv", "last_k"), ("last_k", "last_v"),
           ("last_v", "last_pv"), ("last_pv", "epilogue"), ("epilogue", "stored"), ("start", "stored"),
+          # splits merged in a cluster: the wait for the cluster's other splits, then the merge and its stores
+          ("epilogue", "merging"), ("merging", "stored"),
           # pages in address order (FLASHATTN_KVC_PAGE_ORDER): the first two windows' sorts, where a block has them
           ("start", "order_begin0"), ("order_begin0", "order_read0"), ("order_read0", "order_sorted0"),
           ("start", "order_begin1"), ("order_begin1", "order_read1"), ("order_read1", "order_sorted1")]
@@ -98,6 +101,37 @@ def summarise(rows, label, kernel_us):
     sms = len({r[ev["sm"]] for r in rows})
     print(f"   SMs used: {sms}")
     balance(rows, ev, t0)
+    cluster_tail(rows, ev, t0, clock)
+
+
+def cluster_tail(rows, ev, t0, clock):
+    """Splits merged in a cluster: per cluster (unit), when its last split reached the epilogue, when the cluster's
+    barrier let the merge start, and when its blocks ended (the globaltimer, each block's clock converted from its own
+    start), in microseconds after the first block's start. The kernel ends at the last cluster's end; the part after
+    its last split's epilogue is what the merge adds to the call."""
+    if not any(r[ev["global_merging"]] for r in rows):
+        return
+    def at(r, event):  # an event's global time, from the block's own start and clock
+        return (r[ev["global_start"]] - t0) / 1e3 + (r[ev[event]] - r[ev["start"]]) / clock / 1e3
+    units = {}
+    for r in rows:
+        if r[ev["global_merging"]]:
+            units.setdefault(r[ev["unit"]], []).append(r)
+    tails = []
+    for unit, blocks in units.items():
+        epilogue = max(at(r, "epilogue") for r in blocks)
+        merging = max((r[ev["global_merging"]] - t0) / 1e3 for r in blocks)
+        end = max((r[ev["global_end"]] - t0) / 1e3 for r in blocks)
+        tails.append((end, epilogue, merging, unit))
+    tails.sort()
+    waits = statistics.median([m - e for _, e, m, _ in tails])
+    merges = statistics.median([x - m for x, _, m, _ in tails])
+    print(f"   clusters ({len(tails)}): last split's epilogue -> barrier passed median {waits:.2f} us, "
+          f"barrier -> end median {merges:.2f}")
+    end, epilogue, merging, unit = tails[-1]
+    latest = max(at(r, "epilogue") for r in rows)
+    print(f"   the last cluster (unit {unit}): last split's epilogue at {epilogue:.2f} us, barrier passed "
+          f"{merging:.2f}, ended {end:.2f}; the latest epilogue of any block {latest:.2f}")
 
 
 def correlation(pairs):

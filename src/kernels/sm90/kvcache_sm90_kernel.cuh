@@ -625,6 +625,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     if (partial && in_cluster) {
         ptx::cluster_arrive_shared();  // every split's partial rows written (to its own shared memory)
         ptx::cluster_wait();
+        if (marks) kvc_mark(kKvMerging);
         kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse), tid);
         // ... and read: no block's shared memory goes while another may still read it. The merge's reads have
         // returned (its stores used them), so the arrive publishes nothing.

@@ -79,6 +79,8 @@ enum KvcEvent : int {
     kKvOrderBegin1,   // the same for the second window
     kKvOrderRead1,
     kKvOrderSorted1,
+    kKvMerging,        // consumer thread 0: every split of its cluster has written its partial rows (barrier passed)
+    kKvGlobalMerging,  // %globaltimer at kKvMerging (ns)
     kKvEvents
 };
 constexpr int kKvcTimelineBlocks = 8192;
@@ -129,9 +131,10 @@ __device__ __forceinline__ void kvc_mark(int event) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
     g_kvc_timeline[block][event] = t;
-    if (event == kKvStart || event == kKvStored) {
+    if (event == kKvStart || event == kKvStored || event == kKvMerging) {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        g_kvc_timeline[block][event == kKvStart ? kKvGlobalStart : kKvGlobalEnd] = t;
+        const int slot = event == kKvStart ? kKvGlobalStart : event == kKvStored ? kKvGlobalEnd : kKvGlobalMerging;
+        g_kvc_timeline[block][slot] = t;
     }
     if (event == kKvStart) {
         unsigned sm;
@@ -142,6 +145,7 @@ __device__ __forceinline__ void kvc_mark(int event) {
         // Events a launch may not mark (the page order's): an earlier launch's left in this row would read as this
         // one's.
         for (int e = kKvOrderBegin0; e <= kKvOrderSorted1; ++e) g_kvc_timeline[block][e] = 0;
+        g_kvc_timeline[block][kKvMerging] = g_kvc_timeline[block][kKvGlobalMerging] = 0;  // unsplit blocks have none
     }
 }
 #else
