@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_decode as bd  # noqa: E402  (its timing, shapes and SDPA call)
-from decode_splits import parse_shape  # noqa: E402
+from decode_splits import parse_shape, shape_cache, shape_queries  # noqa: E402
 
 DEFAULT_ROUNDS = 9
 
@@ -81,16 +81,9 @@ def main():
     print(f"{'shape':>18} | {'ours us':>9} {'cuDNN us':>9} | ratio  (rounds: lowest - highest, at or above)")
     for text in shapes:
         batch, nheads_k, cache_len, page = parse_shape(text)
-        gen = torch.Generator(device=bd.DEVICE).manual_seed(bd.shape_seed(nheads_k, args.seqlen_q, batch, cache_len))
-        q = torch.randn(batch, args.seqlen_q, bd.NHEADS_Q, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE,
-                        generator=gen)
+        gen, q = shape_queries(batch, nheads_k, cache_len, args.seqlen_q)
         cudnn, keep = sdpa_call(q, gen, batch, nheads_k, cache_len)
-        k_cache = torch.randn(batch, cache_len, nheads_k, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
-        v_cache = torch.randn_like(k_cache)
-        lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=bd.DEVICE)
-        table = None
-        if page:
-            k_cache, v_cache, table = bd.paged_cache(k_cache, v_cache, page, gen)
+        k_cache, v_cache, lengths, table = shape_cache(batch, nheads_k, cache_len, page, gen)
         graph = bd.graph_of(lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True,
                                                             block_table=table))
         ours, theirs = [], []

@@ -38,6 +38,24 @@ def parse_shape(text):
     return batch, nheads_k, cache_len, (fields[3] if len(fields) > 3 else None)
 
 
+def shape_queries(batch, nheads_k, cache_len, seqlen_q):
+    """The shape's generator (seeded as bench_decode.py seeds it) and its queries, drawn first."""
+    gen = torch.Generator(device=bd.DEVICE).manual_seed(bd.shape_seed(nheads_k, seqlen_q, batch, cache_len))
+    q = torch.randn(batch, seqlen_q, bd.NHEADS_Q, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
+    return gen, q
+
+
+def shape_cache(batch, nheads_k, cache_len, page, gen):
+    """The shape's full cache, (k, v, lengths, block table): dense, or paged as bench_decode.py pages it."""
+    k_cache = torch.randn(batch, cache_len, nheads_k, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
+    v_cache = torch.randn_like(k_cache)
+    lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=bd.DEVICE)
+    table = None
+    if page:
+        k_cache, v_cache, table = bd.paged_cache(k_cache, v_cache, page, gen)
+    return k_cache, v_cache, lengths, table
+
+
 def parse_variants(texts, first_label=""):
     """[(label, {variable: value})]: the plain run (no settings) first, then one a --env text LABEL=VAR:VALUE[,...]."""
     variants = [(first_label, {})]
@@ -54,12 +72,7 @@ def warming_graph(kvcache, nheads_k, page, seqlen_q, gen):
     """A graph of a small call of the same kind (batch 1, nheads_k kv heads, WARM_KEYS keys, paged as asked): what
     it leaves in L2 is the kernel's code (and its own few inputs)."""
     q = torch.randn(1, seqlen_q, bd.NHEADS_Q, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
-    k = torch.randn(1, WARM_KEYS, nheads_k, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
-    v = torch.randn_like(k)
-    lengths = torch.full((1,), WARM_KEYS, dtype=torch.int32, device=bd.DEVICE)
-    table = None
-    if page:
-        k, v, table = bd.paged_cache(k, v, page, gen)
+    k, v, lengths, table = shape_cache(1, nheads_k, WARM_KEYS, page, gen)
     return bd.graph_of(lambda: kvcache(q, k, v, cache_seqlens=lengths, causal=True, block_table=table))
 
 
@@ -82,16 +95,9 @@ def main():
     records = []
     for text in args.shapes:
         batch, nheads_k, cache_len, page = parse_shape(text)
-        gen = torch.Generator(device=bd.DEVICE).manual_seed(bd.shape_seed(nheads_k, args.seqlen_q, batch, cache_len))
-        q = torch.randn(batch, args.seqlen_q, bd.NHEADS_Q, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE,
-                        generator=gen)
+        gen, q = shape_queries(batch, nheads_k, cache_len, args.seqlen_q)
         sdpa = bd.run_sdpa(q, gen, batch, nheads_k, cache_len, bd.sdpa_has_enable_gqa(), bd.WARMUP, bd.REPS, flush)
-        k_cache = torch.randn(batch, cache_len, nheads_k, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
-        v_cache = torch.randn_like(k_cache)
-        lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=bd.DEVICE)
-        block_table = None
-        if page:
-            k_cache, v_cache, block_table = bd.paged_cache(k_cache, v_cache, page, gen)
+        k_cache, v_cache, lengths, block_table = shape_cache(batch, nheads_k, cache_len, page, gen)
         graphs = {}
         for label, settings in variants:
             with env_set(settings):  # the plan is read while a graph is captured
