@@ -197,16 +197,16 @@ def sdpa_has_enable_gqa():
 
 
 # ----- measurement ----------------------------------------------------------------------------------------------------
-def run_sdpa(q, gen, batch, nheads_k, cache_len, native_gqa, warmup, reps, flush):
-    """{backend: (us, error)} for SDPA over a contiguous (batch, heads, seqlen, hdim) cache of the shape."""
+def sdpa_operands(q, gen, batch, nheads_k, cache_len, native_gqa):
+    """(q in SDPA's layout, k, v, kwargs) for SDPA over a contiguous (batch, heads, seqlen, hdim) cache of the shape,
+    drawn from `gen`; or, where K/V repeated to every query head would not fit the memory budget, the note (a str)."""
     seqlen_q = q.shape[1]
     repeats = NHEADS_Q // nheads_k
     if not native_gqa and repeats > 1:
         needed = cache_bytes(batch, nheads_k, cache_len) * (1 + repeats)  # the caches and their repeated copies
         if needed > MEMORY_BUDGET_BYTES:
-            note = (f"skipped: K/V repeated to {NHEADS_Q} heads would need {needed / GIB:.1f} GiB, over the "
+            return (f"skipped: K/V repeated to {NHEADS_Q} heads would need {needed / GIB:.1f} GiB, over the "
                     f"{MEMORY_BUDGET_BYTES / GIB:g} GiB budget")
-            return {name: (None, note) for name in SDPA_BACKENDS}
     k = torch.randn(batch, nheads_k, cache_len, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
     v = torch.randn(batch, nheads_k, cache_len, HEAD_DIM, device=DEVICE, dtype=DTYPE, generator=gen)
     kwargs = {}
@@ -219,7 +219,15 @@ def run_sdpa(q, gen, batch, nheads_k, cache_len, native_gqa, warmup, reps, flush
         kwargs["is_causal"] = False
     else:  # SDPA's is_causal is top-left aligned; decode needs bottom-right, hence an explicit mask
         kwargs["attn_mask"] = bottom_right_causal_mask(seqlen_q, cache_len)
+    return qt, k, v, kwargs
 
+
+def run_sdpa(q, gen, batch, nheads_k, cache_len, native_gqa, warmup, reps, flush):
+    """{backend: (us, error)} for SDPA over a contiguous (batch, heads, seqlen, hdim) cache of the shape."""
+    operands = sdpa_operands(q, gen, batch, nheads_k, cache_len, native_gqa)
+    if isinstance(operands, str):
+        return {name: (None, operands) for name in SDPA_BACKENDS}
+    qt, k, v, kwargs = operands
     results = {}
     for name, backend in SDPA_BACKENDS.items():
         # A refusing backend explains itself in UserWarnings before raising; keep them off the table.

@@ -23,6 +23,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_decode as bd  # noqa: E402  (its timing, shapes and SDPA call)
 from decode_splits import parse_shape, shape_cache, shape_queries  # noqa: E402
+from decode_targets import ours_us  # noqa: E402
 
 DEFAULT_ROUNDS = 9
 
@@ -31,33 +32,23 @@ def lowest_shapes(path, count, seqlen_q):
     """The `count` records of a sweep with the lowest SDPA-best / ours ratios, as shape strings."""
     rows = []
     for r in json.load(open(path))["records"]:
-        times = [t for t in (r.get("flashattn_us"), r.get("graph_us")) if t is not None]
-        if r["seqlen_q"] != seqlen_q or not times or not r.get("sdpa_best_us"):
+        ours = ours_us(r)
+        if r["seqlen_q"] != seqlen_q or ours is None or not r.get("sdpa_best_us"):
             continue
         shape = f"{r['batch']}:{r['nheads_k']}:{r['cache_len']}" + (f":{r['page_size']}" if r["page_size"] else "")
-        rows.append((r["sdpa_best_us"] / min(times), shape))
+        rows.append((r["sdpa_best_us"] / ours, shape))
     return [shape for _, shape in sorted(rows)[:count]]
 
 
-def sdpa_call(q, gen, batch, nheads_k, cache_len):
-    """SDPA's cuDNN backend on a contiguous (batch, heads, seqlen, hdim) cache, as bench_decode.run_sdpa calls it."""
-    from torch.nn.attention import sdpa_kernel
-    import torch.nn.functional as F
-
-    seqlen_q = q.shape[1]
-    k = torch.randn(batch, nheads_k, cache_len, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
-    v = torch.randn_like(k)
-    qt = q.transpose(1, 2).contiguous()
-    kwargs = {"enable_gqa": True}
-    if seqlen_q == 1:
-        kwargs["is_causal"] = False
-    else:
-        kwargs["attn_mask"] = bd.bottom_right_causal_mask(seqlen_q, cache_len)
+def cudnn_call(q, gen, batch, nheads_k, cache_len):
+    """SDPA's cuDNN backend on a contiguous cache of the shape, its operands drawn as bench_decode.run_sdpa draws
+    them."""
+    qt, k, v, kwargs = bd.sdpa_operands(q, gen, batch, nheads_k, cache_len, native_gqa=True)
 
     def call():
-        with sdpa_kernel(bd.SDPA_BACKENDS["cudnn"]):
-            return F.scaled_dot_product_attention(qt, k, v, **kwargs)
-    return call, (k, v)
+        with bd.sdpa_kernel(bd.SDPA_BACKENDS["cudnn"]):
+            return bd.F.scaled_dot_product_attention(qt, k, v, **kwargs)
+    return call
 
 
 def main():
@@ -82,7 +73,7 @@ def main():
     for text in shapes:
         batch, nheads_k, cache_len, page = parse_shape(text)
         gen, q = shape_queries(batch, nheads_k, cache_len, args.seqlen_q)
-        cudnn, keep = sdpa_call(q, gen, batch, nheads_k, cache_len)
+        cudnn = cudnn_call(q, gen, batch, nheads_k, cache_len)
         k_cache, v_cache, lengths, table = shape_cache(batch, nheads_k, cache_len, page, gen)
         graph = bd.graph_of(lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True,
                                                             block_table=table))
@@ -98,7 +89,7 @@ def main():
         print(f"{text:>18} | {statistics.median(ours):9.1f} {statistics.median(theirs):9.1f} | "
               f"{rec['ratio_of_medians']:.3f}  ({min(ratios):.3f} - {max(ratios):.3f}, "
               f"{sum(x >= 1 for x in ratios)} of {len(ratios)})", flush=True)
-        del graph, k_cache, v_cache, keep
+        del graph, k_cache, v_cache, cudnn
         torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
