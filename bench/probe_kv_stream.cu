@@ -117,6 +117,46 @@ struct Work {
 
 __device__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
+// A block of stream_kernel's grid: the (row, head) pairs of one head group and one slice of sequence b's rows, in
+// tiles of kTileRowsTimesHeads pairs. Blocks in order: sequence, then slice, then head group; or with kernel_order
+// the kv-cache kernel's (its grid's z, the split, slowest: consecutive blocks are consecutive (sequence, head group)
+// units of one slice).
+struct BlockWork {
+    int b, group;
+    int first_row;  // the slice's
+    int tile_rows, tiles, boxes;  // sequence rows a tile, tiles a block, boxes along the sequence a tile
+};
+__device__ BlockWork block_work(const Work& w, bool kernel_order = false) {
+    const int groups = w.nheads / w.heads;
+    const int units_per_seq = gridDim.x / w.batch;  // head groups x sequence slices
+    int b = blockIdx.x / units_per_seq, u = blockIdx.x % units_per_seq;
+    if (kernel_order) {
+        const int unit = blockIdx.x % (w.batch * groups), split = blockIdx.x / (w.batch * groups);
+        b = unit / groups, u = split * groups + unit % groups;
+    }
+    const int slice_rows = w.seqlen / (units_per_seq / groups);
+    const int tile_rows = kTileRowsTimesHeads / w.heads;
+    return BlockWork{b, u % groups, u / groups * slice_rows, tile_rows, slice_rows / tile_rows, tile_rows / w.rows};
+}
+
+// Tile i's copies: K's into k completing on k_full, V's into v on v_full, box by box, K's and V's of a box in turn;
+// a null destination leaves its tensor out.
+__device__ void issue_tile(const CUtensorMap* map_k, const CUtensorMap* map_v, unsigned char* k, uint64_t* k_full,
+                           unsigned char* v, uint64_t* v_full, const Work& w, const BlockWork& bw, int i) {
+    const int box_bytes = w.rows * w.heads * kBoxCols * 2;
+    for (int bx = 0; bx < bw.boxes; ++bx) {
+        const int row = bw.first_row + i * bw.tile_rows + bx * w.rows;
+        int y = row, entry = bw.b;
+        if (w.paged) y = row % kPage, entry = w.table[bw.b * (w.seqlen / kPage) + row / kPage];
+        for (int h = 0; h < kHalves; ++h) {
+            if (k) ptx::tma_load_4d(k + (h * bw.boxes + bx) * box_bytes, map_k, k_full, h * kBoxCols, y,
+                                    bw.group * w.heads, entry);
+            if (v) ptx::tma_load_4d(v + (h * bw.boxes + bx) * box_bytes, map_v, v_full, h * kBoxCols, y,
+                                    bw.group * w.heads, entry);
+        }
+    }
+}
+
 struct alignas(1024) Smem {
     unsigned char k[kStages][kTileBytes];
     unsigned char v[kStages][kTileBytes];
@@ -130,45 +170,26 @@ __global__ void __launch_bounds__(32) stream_kernel(const __grid_constant__ CUte
     extern __shared__ unsigned char raw[];
     auto& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) / 1024 * 1024);
     if (threadIdx.x != 0) return;
-    const int groups = w.nheads / w.heads;
-    const int units_per_seq = gridDim.x / w.batch;  // head groups x sequence slices
-    const int b = blockIdx.x / units_per_seq, u = blockIdx.x % units_per_seq;
-    const int group = u % groups, slice = u / groups, slices = units_per_seq / groups;
-    const int slice_rows = w.seqlen / slices;
-    const int tile_rows = kTileRowsTimesHeads / w.heads;  // sequence rows a tile covers
-    const int tiles = slice_rows / tile_rows;
+    const BlockWork bw = block_work(w);
     for (int st = 0; st < kStages; ++st) ptx::mbarrier_init(&s.full[st], 1);
     ptx::fence_mbarrier_init();
-    for (int i = 0; i < tiles; ++i) {
+    for (int i = 0; i < bw.tiles; ++i) {
         const int st = i % kStages;
         if (i >= kStages) ptx::mbarrier_wait(&s.full[st], (i / kStages - 1) % 2);
         ptx::mbarrier_arrive_expect_tx(&s.full[st], 2 * kTileBytes);
-        const int row0 = slice * slice_rows + i * tile_rows;
-        const int boxes = tile_rows / w.rows;  // boxes along the sequence a tile
-        if (w.warm && i + kWarmAhead < tiles) {
+        if (w.warm && i + kWarmAhead < bw.tiles) {
             const size_t row_bytes = size_t(w.nheads) * kHeadDim * 2;
-            for (int bx = 0; bx < boxes; ++bx) {
-                const int row = row0 + kWarmAhead * tile_rows + bx * w.rows;
-                const size_t off = size_t(w.table[b * (w.seqlen / kPage) + row / kPage]) * kPage * row_bytes +
-                                   size_t(group) * w.heads * kHeadDim * 2;
+            for (int bx = 0; bx < bw.boxes; ++bx) {
+                const int row = bw.first_row + (i + kWarmAhead) * bw.tile_rows + bx * w.rows;
+                const size_t off = size_t(w.table[bw.b * (w.seqlen / kPage) + row / kPage]) * kPage * row_bytes +
+                                   size_t(bw.group) * w.heads * kHeadDim * 2;
                 prefetch_l2(w.k + off);
                 prefetch_l2(w.v + off);
             }
         }
-        const int box_bytes = w.rows * w.heads * kBoxCols * 2;
-        for (int bx = 0; bx < boxes; ++bx) {
-            const int row = row0 + bx * w.rows;
-            int y = row, entry = b;
-            if (w.paged) y = row % kPage, entry = w.table[b * (w.seqlen / kPage) + row / kPage];
-            for (int h = 0; h < kHalves; ++h) {
-                unsigned char* dk = s.k[st] + (h * boxes + bx) * box_bytes;
-                unsigned char* dv = s.v[st] + (h * boxes + bx) * box_bytes;
-                ptx::tma_load_4d(dk, &map_k, &s.full[st], h * kBoxCols, y, group * w.heads, entry);
-                ptx::tma_load_4d(dv, &map_v, &s.full[st], h * kBoxCols, y, group * w.heads, entry);
-            }
-        }
+        issue_tile(&map_k, &map_v, s.k[st], &s.full[st], s.v[st], &s.full[st], w, bw, i);
     }
-    for (int i = max(0, tiles - kStages); i < tiles; ++i)
+    for (int i = max(0, bw.tiles - kStages); i < bw.tiles; ++i)
         ptx::mbarrier_wait(&s.full[i % kStages], (i / kStages) % 2);
 }
 
@@ -249,20 +270,8 @@ __global__ void __launch_bounds__(kHandoffThreads) stream_handoff_kernel(const _
     }
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // The block's work, as stream_kernel's; with kHandoffKernelOrder in the kv-cache kernel's order instead (its grid's
-    // z, the split, slowest: consecutive blocks are consecutive (sequence, head group) units of one slice).
-    const int groups = w.nheads / w.heads;
-    const int units_per_seq = gridDim.x / w.batch;
-    int b = blockIdx.x / units_per_seq, u = blockIdx.x % units_per_seq;
-    const int slices = units_per_seq / groups;
-    if (handoff & kHandoffKernelOrder) {
-        const int unit = blockIdx.x % (w.batch * groups), split = blockIdx.x / (w.batch * groups);
-        b = unit / groups, u = split * groups + unit % groups;
-    }
-    const int group = u % groups, slice = u / groups;
-    const int slice_rows = w.seqlen / slices;
-    const int tile_rows = kTileRowsTimesHeads / w.heads;
-    const int tiles = slice_rows / tile_rows;
+    const BlockWork bw = block_work(w, handoff & kHandoffKernelOrder);
+    const int tiles = bw.tiles;
     if (warp >= 2) {  // consumers
         if (!consumers) return;
         for (int i = 0; i < tiles; ++i) {
@@ -276,7 +285,6 @@ __global__ void __launch_bounds__(kHandoffThreads) stream_handoff_kernel(const _
     }
     const bool issue_k = warp == 0, issue_v = two_producers ? warp == 1 : warp == 0;
     if (lane != 0 || !(issue_k || issue_v)) return;
-    const int boxes = tile_rows / w.rows, box_bytes = w.rows * w.heads * kBoxCols * 2;
     for (int i = 0; i < tiles; ++i) {
         const int st = i % kStages;
         if (i >= kStages) {
@@ -286,20 +294,8 @@ __global__ void __launch_bounds__(kHandoffThreads) stream_handoff_kernel(const _
         }
         if (issue_k) ptx::mbarrier_arrive_expect_tx(&s.k_full[st], kTileBytes);
         if (issue_v) ptx::mbarrier_arrive_expect_tx(&s.v_full[st], kTileBytes);
-        const int row0 = slice * slice_rows + i * tile_rows;
-        for (int bx = 0; bx < boxes; ++bx) {
-            const int row = row0 + bx * w.rows;
-            int y = row, entry = b;
-            if (w.paged) y = row % kPage, entry = w.table[b * (w.seqlen / kPage) + row / kPage];
-            for (int h = 0; h < kHalves; ++h) {
-                if (issue_k)
-                    ptx::tma_load_4d(s.k[st] + (h * boxes + bx) * box_bytes, &map_k, &s.k_full[st], h * kBoxCols, y,
-                                     group * w.heads, entry);
-                if (issue_v)
-                    ptx::tma_load_4d(s.v[st] + (h * boxes + bx) * box_bytes, &map_v, &s.v_full[st], h * kBoxCols, y,
-                                     group * w.heads, entry);
-            }
-        }
+        issue_tile(&map_k, &map_v, issue_k ? s.k[st] : nullptr, &s.k_full[st], issue_v ? s.v[st] : nullptr,
+                   &s.v_full[st], w, bw, i);
     }
     if (consumers) return;  // the consumer warps wait for every tile
     for (int i = max(0, tiles - kStages); i < tiles; ++i) {
