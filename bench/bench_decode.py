@@ -81,6 +81,9 @@ COPY_BYTES = 2 * GIB            # large enough that launch overhead and L2 do no
 TRANSLATION_BYTES = 2 * MIB     # the large pages the driver maps device allocations with ("local" page order)
 COPY_WARMUP, COPY_REPS = 3, 15
 L2_FLUSH_BYTES = 256 * MIB      # several times any L2 so far (H100 50 MB, H200 50 MB), as triton's do_bench
+# FLASHATTN_BENCH_FLUSH=read: the flush reads its buffer (leaving L2 full of clean lines) rather than zeroing it
+# (full of dirty ones, as a step's other kernels leave it); for comparison only.
+FLUSH_BY_READING = os.environ.get("FLASHATTN_BENCH_FLUSH") == "read"
 TERA = 1e12
 US_PER_MS = 1e3
 US_PER_S = 1e6
@@ -90,7 +93,8 @@ JSON_NAME = "bench_decode.json"
 
 # ----- timing ---------------------------------------------------------------------------------------------------------
 def time_us(fn, warmup, reps, flush=None, prelude=None):
-    """Median microseconds of fn() between CUDA events; `flush` (a tensor) is zeroed before each timed call, and
+    """Median microseconds of fn() between CUDA events; `flush` (a tensor) is zeroed (read, with
+    FLASHATTN_BENCH_FLUSH=read) before each timed call, and
     `prelude` (a function), where given, runs after the flush and before the start event.
 
     Every timed call is queued behind a GPU sleep (the gate) before the GPU reaches it, so the events see the GPU's
@@ -108,7 +112,10 @@ def time_us(fn, warmup, reps, flush=None, prelude=None):
         gate_open.record()
         for start, stop in events:
             if flush is not None:
-                flush.zero_()
+                if FLUSH_BY_READING:
+                    flush.view(torch.int64).sum()
+                else:
+                    flush.zero_()
             if prelude is not None:
                 prelude()
             start.record()
@@ -476,7 +483,8 @@ def main():
         "memory_budget_bytes": MEMORY_BUDGET_BYTES, "skipped": skipped,
         "bytes": "2 * batch * cache_len * nheads_k * head_dim * 2 (K and V once) + q + out",
         "timing": f"median of CUDA-event times of the attention call alone, a {L2_FLUSH_BYTES // MIB} MiB L2 flush "
-                  "before each, every call queued behind a GPU sleep (the host's time not measured)",
+                  f"({'a read' if FLUSH_BY_READING else 'a memset'}) before each, every call queued behind a GPU "
+                  "sleep (the host's time not measured)",
         "sdpa": "contiguous (batch, heads, seqlen, hdim) cache, timed once per shape (paged records repeat it); "
                 + ("enable_gqa=True" if native_gqa else f"K/V repeat_interleave'd to {NHEADS_Q} heads untimed")
                 + "; seqlen_q 1: is_causal=False; seqlen_q > 1: bottom-right causal boolean attn_mask",
