@@ -16,16 +16,23 @@ For each shape (batch, kv heads, cache length; 32 query heads, head dim 128, bf1
 size (0: dense), runs flash_attn_with_kvcache a few times and reads the last launch's timestamps. Prints, over the
 blocks, the median and mean microseconds of each phase (consumer thread 0's view from Q on), when blocks started and
 ended against the first block's start, and the kernel's time by CUDA events (the L2 flushed before it, as
-bench/bench_decode.py times a call).
+bench/bench_decode.py times a call). With --graph the call is replayed from a CUDA graph behind a GPU sleep, so the
+events hold the GPU's time alone, and "outside its blocks' span" (the events' time less the first block's start to the
+last block's end: the launch, and whatever the call waits for after its last block) is worth reading.
 """
 import argparse
 import ctypes
 import importlib
+import os
 import statistics
+import sys
 
 import torch
 
 from flashattn import flash_attn_with_kvcache
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_decode as bd  # noqa: E402  (graph_of)
 
 EVENTS = ["start", "first_issue", "q_ready", "first_k", "first_pv", "last_k", "last_v", "last_pv", "stored",
           "init_done", "synced", "sm", "global_start", "global_end", "unit", "split", "epilogue", "producer", "pieces",
@@ -98,6 +105,8 @@ def summarise(rows, label, kernel_us):
           f"last {starts[-1]:.2f}")
     print(f"   block ends after the first start: first {ends[0]:.2f} us, median {q(ends, .5):.2f}, "
           f"90% {q(ends, .9):.2f}, last {ends[-1]:.2f}")
+    print(f"   the call's time outside its blocks' span (first start to last end): "
+          f"{kernel_us - (ends[-1] - starts[0]):.2f} us")
     sms = len({r[ev["sm"]] for r in rows})
     print(f"   SMs used: {sms}")
     balance(rows, ev, t0)
@@ -110,6 +119,9 @@ def cluster_tail(rows, ev, t0, clock):
     start), in microseconds after the first block's start. The kernel ends at the last cluster's end; the part after
     its last split's epilogue is what the merge adds to the call."""
     if not any(r[ev["global_merging"]] for r in rows):
+        if any(r[ev["split"]] for r in rows):
+            print("   split, but no block passed a cluster merge: the combine kernel merged the splits (its time is "
+                  "outside the blocks' span)")
         return
     def at(r, event):  # an event's global time, from the block's own start and clock
         return (r[ev["global_start"]] - t0) / 1e3 + (r[ev[event]] - r[ev["start"]]) / clock / 1e3
@@ -178,6 +190,8 @@ def balance(rows, ev, t0):
                                                     for k, v in sorted(buckets.items())))
 
 
+GATE_CYCLES = 25_000 * bd.GATE_CYCLES_PER_US  # --graph: the GPU sleep ahead of each timed call (25 ms), longer than
+# the host's queueing of the flush and the replay
 WARM_KEYS = 256  # --warm-code's call: its cache length (decode_splits.py's warming call has the same)
 
 
@@ -190,6 +204,10 @@ def main():
     ap.add_argument("--page-order", choices=["random", "sorted"], default="random",
                     help="pages of the pool in a random order, or the same with each block-table row sorted")
     ap.add_argument("--splits", type=int, default=0, help="num_splits (0: the heuristic's)")
+    ap.add_argument("--graph", action="store_true",
+                    help="time the call replayed from a CUDA graph behind a GPU sleep (bench/bench_decode.py's gate), "
+                         "so the events see the GPU's time alone; by default the eager call's events include the "
+                         "Python layer")
     ap.add_argument("--warm-code", action="store_true",
                     help=f"a small call of the same kind (batch 1, {WARM_KEYS} keys) between the flush and the timed "
                          "call, so the kernel's code is in L2 (its few blocks' rows are overwritten by the timed "
@@ -212,13 +230,18 @@ def main():
                                                        causal=True)
             for _ in range(3):
                 call()
+            timed = call
+            if args.graph:
+                timed = bd.graph_of(call).replay
             for _ in range(args.calls):
+                if args.graph:
+                    torch.cuda._sleep(GATE_CYCLES)  # the GPU busy while the host queues the flush and the call
                 flush.zero_()
                 if warm:
                     warm()
                 start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                call()
+                timed()
                 stop.record()
                 torch.cuda.synchronize()
                 if fn(buf, MAX_BLOCKS) != 0:
