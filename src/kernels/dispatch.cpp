@@ -318,6 +318,9 @@ using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
 
 // FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison).
 constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
+// FLASHATTN_KVC_FIT_CLUSTER=1: the heuristic's split count traded for one whose clusters all fit
+// (kvc_cluster_fitting_splits), where its own do not; off by default until measured.
+constexpr const char* kKvcFitClusterVariable = "FLASHATTN_KVC_FIT_CLUSTER";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
@@ -354,6 +357,9 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
             splits = fast_memory ? kvc_fast_memory_one_sm_splits(splits, blocks, key_tiles, sm_count)
                                  : kvc_one_sm_splits(splits, blocks, key_tiles, sm_count);
         splits = kvc_latency_splits(splits, blocks, key_tiles, tiles_in_flight, sm_count);
+        const char* fit_cluster = std::getenv(kKvcFitClusterVariable);
+        if (cluster_capacity && fit_cluster && std::strcmp(fit_cluster, "1") == 0)
+            splits = kvc_cluster_fitting_splits(splits, blocks, [&](int s) { return cluster_capacity(p, s); });
     }
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));

@@ -56,6 +56,26 @@ TEST(KvcSplits, DegenerateInputsGiveOne) {
     EXPECT_EQ(kvc_splits(10, 100, kSms, 0), 1);
 }
 
+// Clusters of 2-16 blocks resident at once at two blocks an SM, as an H100 reports them (bench/probe_cluster_capacity.cu).
+int h100_cluster_capacity(int splits) {
+    constexpr int kCapacity[17] = {0, 0, 132, 79, 62, 47, 39, 32, 30, 23, 21, 16, 16, 14, 14, 14, 14};
+    return splits >= 0 && splits <= 16 ? kCapacity[splits] : 0;
+}
+
+TEST(KvcSplits, ClustersThatDoNotFitTradeForAFittingCount) {
+    // Batch 4 x 8 kv heads (32 units) at 8 splits: 30 clusters of 8 fit, 32 of 7 do.
+    EXPECT_EQ(kvc_cluster_fitting_splits(8, 32, h100_cluster_capacity), 7);
+    // 30 units fit at 8: unchanged.
+    EXPECT_EQ(kvc_cluster_fitting_splits(8, 30, h100_cluster_capacity), 8);
+    // 16 units at 16 splits: clusters of 12 are the most that fit (16 of them), and 12 is 0.75 of 16.
+    EXPECT_EQ(kvc_cluster_fitting_splits(16, 16, h100_cluster_capacity), 12);
+    // 64 units: no count from 6 to 8 fits (39 clusters of 6): the combine keeps 8.
+    EXPECT_EQ(kvc_cluster_fitting_splits(8, 64, h100_cluster_capacity), 8);
+    // Counts no cluster takes are left alone.
+    EXPECT_EQ(kvc_cluster_fitting_splits(1, 32, h100_cluster_capacity), 1);
+    EXPECT_EQ(kvc_cluster_fitting_splits(22, 8, h100_cluster_capacity), 22);
+}
+
 // The Hopper kernel's kv heads a block (kvc_head_group): 64 rows x 64 key-rows tiles.
 constexpr int kTileRows = 64, kTileKeys = 64;
 

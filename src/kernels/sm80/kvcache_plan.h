@@ -267,6 +267,23 @@ FLASHATTN_HD constexpr int64_t kvc_one_sm_splits(int64_t splits, int64_t blocks,
     return (key_tiles + fit - 1) / fit <= kKvcShortSplitTiles ? fit : splits;
 }
 
+// Splits whose clusters do not all fit (units > capacity(splits): the combine kernel merges them) traded for the most
+// splits from kKvcClusterFitShare of that count whose clusters do fit, one a unit; `splits` where none does.
+// `capacity(s)`: the clusters of s blocks resident at once. Why: on an H100/H200 clusters of 8 at two blocks an SM fit
+// 30 at once (bench/probe_cluster_capacity.cu), so the 32-unit grids of 4 x 8 and 1 x 32 kv heads, split 8 ways at
+// 64k, are merged by the combine kernel, which costs them 2.3-3.7 us a call against 0.3-0.7 for the merge in a
+// cluster (bench/NOTES.md, "kv-cache: what the end of an eight-split call costs"); 7 splits fit 32 clusters. Not yet
+// measured: taken only with FLASHATTN_KVC_FIT_CLUSTER=1 (kernels/dispatch.cpp).
+constexpr double kKvcClusterFitShare = 0.75;
+template <class Capacity>
+constexpr int64_t kvc_cluster_fitting_splits(int64_t splits, int64_t units, Capacity capacity) {
+    if (splits < 2 || splits > kKvcClusterMax || units <= 0 || units <= capacity(int(splits))) return splits;
+    const int64_t fewest = static_cast<int64_t>(splits * kKvcClusterFitShare + 0.999);
+    for (int64_t s = splits - 1; s >= fewest && s >= 2; --s)
+        if (units <= capacity(int(s))) return s;
+    return splits;
+}
+
 // Tiles the Hopper kernel's producer keeps ahead of its consumers (KvcPlan::tiles_ahead): 1 (a tile is copied once the
 // one before it has been used) where the resident blocks are more than kKvcAheadBlocksPerSm an SM, each with at least
 // kKvcAheadMinTiles key tiles, and the grid is one wave of them or long blocks (kKvcAheadManyWaveTiles tiles); else 0
