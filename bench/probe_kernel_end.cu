@@ -1,12 +1,11 @@
-// What a streaming kernel's own small output costs after its blocks end. The Hopper kv-cache kernel at 8 splits a
-// cluster (batch 4 x 8 kv heads x 64k keys) takes 3.5 us longer by CUDA events when its merge stores the output than
-// when it leaves the same values in shared memory, while its blocks end at the same times (bench/kvc_timeline.py
-// --graph, "outside its blocks' span"). This probe asks whether any kernel shows that: 256 blocks of 256 threads each
-// stream a slice of a 1 GiB buffer with 16-byte loads (after a 256 MiB memset, as bench/bench_decode.py flushes L2),
-// launched in clusters of 1, 2 or 8 blocks, and at the end write nothing, 1 KB a cluster (its first block) or 1 KB a
-// block. Prints the median microseconds of each. On an H200 (bench/results/2026-11-29_h200_session50.md, run 9) every
-// configuration read 254.1-255.9 us, writes or not, clusters or not: the plain stream does not show the kv-cache
-// kernel's cost.
+// What a streaming kernel's own small output costs after its blocks end. Written while the Hopper kv-cache kernel's
+// eight-split 64k grids seemed to lose 2.3-3.7 us a call to their output's stores (bench/results/
+// 2026-11-29_h200_session50.md; the cost turned out to be the combine kernel those grids run, since their clusters
+// do not all fit). 256 blocks of 256 threads each stream a slice of a 1 GiB buffer with 16-byte loads (after a 256 MiB
+// memset, as bench/bench_decode.py flushes L2), launched in clusters of 1, 2 or 8 blocks, and at the end write
+// nothing, 1 KB a cluster (its first block) or 1 KB a block. Prints the median microseconds of each. On an H200
+// (run 9 of that file) every configuration read 254.1-255.9 us: a small output at the end of a stream costs nothing
+// measurable, in clusters or not.
 //
 //     nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/probe_kernel_end.cu -o /tmp/probe_end
 //     /tmp/probe_end
