@@ -277,6 +277,18 @@ def test_splits_merged_in_a_cluster_or_by_the_combine(device, num_splits, cluste
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("page_size", [None, 16])
+def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch):
+    # FLASHATTN_KVC_FIT_CLUSTER=1: where the heuristic's split count makes more clusters than the GPU holds at once
+    # (batch 4 x 8 kv heads: 32 clusters of 8 where an H100 holds 30), the planner takes the most splits from 0.75 of
+    # it whose clusters fit (7) and merges them in clusters of that size. Ragged lengths leave splits with no key.
+    monkeypatch.setenv("FLASHATTN_KVC_FIT_CLUSTER", "1")
+    check(device, torch.bfloat16, batch=4, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=4096,
+          seqlen_new=0, lengths=[4096, 1, 2900, 3999], page_size=page_size, num_splits=0, causal=True,
+          nan_past_lengths=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("num_splits,page_size,seqlen_q", [
     (3, 16, 1), (7, 64, 4), (20, 16, 1), (0, 48, 1), (1, 16, 4), (0, 256, 4)])
 def test_paged_splits_without_a_window(device, num_splits, page_size, seqlen_q):
