@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -465,8 +466,32 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
     return make_kvc_plan(p, current_sm_count(), l.kvc_blocks_per_sm(p), kKvcBlockN);
 }
 
+// FLASHATTN_KVC_PRINT_PLAN=1: each kv-cache launch (the packed forward's too) writes its plan to stderr, one line:
+// which kernel, the split count and how the splits merge (in a cluster or by the combine kernel), and the rest of
+// KvcPlan. Why: which path a shape takes depends on the GPU (its SMs, the clusters it holds at once), and a
+// measurement read against the wrong path misleads (bench/NOTES.md, "kv-cache: what the end of an eight-split call
+// costs"). Captured in a CUDA graph, a call prints once, at capture.
+constexpr const char* kKvcPrintPlanVariable = "FLASHATTN_KVC_PRINT_PLAN";
+
+void print_kvc_plan(const AttnParams& p, const KvcPlan& plan, bool sm90) {
+    const char* merge = plan.num_splits <= 1 ? "none" : plan.merge_in_cluster ? "cluster" : "combine";
+    std::fprintf(stderr,
+                 "flashattn kv-cache plan: %s kernel; batch %d, seqlen_q %d, nheads %d, nheads_k %d, seqlen_k %d, "
+                 "page_size %d: splits %d (merge: %s), head_group %d, tiles_ahead %d, overlap_products %d, "
+                 "one_producer %d, k_first %d, pages_in_address_order %d, v_fold_rows %d, k_fold %d, "
+                 "kv_read_once %d, workspace %zu bytes\n",
+                 sm90 ? "Hopper" : "Ampere-class", p.batch, p.seqlen_q, p.nheads, p.nheads_k, p.seqlen_k,
+                 p.block_table ? p.page_size : 0, plan.num_splits, merge, plan.head_group, plan.tiles_ahead,
+                 int(plan.overlap_products), int(plan.one_producer), int(plan.k_first),
+                 int(plan.pages_in_address_order), plan.v_fold_rows, int(plan.k_fold), int(plan.kv_read_once),
+                 plan.workspace_bytes);
+}
+
 void launch_kvc(const AttnParams& p, const KvcPlan& plan) {
-    if (use_sm90_kvcache(p))
+    const bool sm90 = use_sm90_kvcache(p);
+    const char* print_plan = std::getenv(kKvcPrintPlanVariable);
+    if (print_plan && std::strcmp(print_plan, "1") == 0) print_kvc_plan(p, plan, sm90);
+    if (sm90)
         launch_kvc_sm90(p, plan);
     else
         sm80_launchers(p, "kv-cache forward").kvc(p, plan);

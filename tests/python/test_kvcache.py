@@ -402,6 +402,31 @@ def test_l2_policy_gives_the_same_bits(monkeypatch):
     assert torch.equal(out0, out1) and torch.equal(lse0, lse1)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the plan is the GPU kernels'")
+def test_plan_printed_on_request(monkeypatch, capfd):
+    # FLASHATTN_KVC_PRINT_PLAN=1: each kv-cache launch writes its plan to stderr (the kernel, the split count and how
+    # the splits merge); unset, nothing.
+    gen = torch.Generator().manual_seed(11)
+    randn = lambda *shape: torch.randn(*shape, generator=gen).to("cuda", torch.bfloat16)
+    q, k_cache, v_cache = randn(2, 1, 32, 128), randn(2, 3000, 8, 128), randn(2, 3000, 8, 128)
+    lengths = torch.tensor([3000, 1700], dtype=torch.int32, device="cuda")
+    for splits, merge in ((1, "none"), (5, None)):
+        monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True, num_splits=splits)
+        torch.cuda.synchronize()
+        err = capfd.readouterr().err
+        assert err.count("flashattn kv-cache plan:") == 1, err
+        assert f"splits {splits} (merge: " in err, err
+        if merge:
+            assert f"(merge: {merge})" in err, err
+        else:
+            assert "(merge: cluster)" in err or "(merge: combine)" in err, err
+        monkeypatch.delenv("FLASHATTN_KVC_PRINT_PLAN")
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True, num_splits=splits)
+        torch.cuda.synchronize()
+        assert "flashattn kv-cache plan:" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_sequences_that_see_no_key(device):
     # Length 0 and nothing appended: out 0 and lse +inf for that sequence; others normal, with splits.
