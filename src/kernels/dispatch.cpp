@@ -338,6 +338,8 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const int64_t key_tiles = kvc_key_tiles(p.seqlen_k, block_n, head_group);  // of the cache's capacity
     int64_t splits = p.num_splits;
     const int64_t slots = int64_t(sm_count) * std::max(blocks_per_sm, 1);
+    const char* cluster_choice = std::getenv(kKvcClusterVariable);
+    const bool clusters_allowed = !(cluster_choice && std::strcmp(cluster_choice, "0") == 0);
     if (splits <= 0) {
         splits = kvc_splits(blocks, key_tiles, sm_count, slots);
         if (fast_memory) {
@@ -359,7 +361,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
                                  : kvc_one_sm_splits(splits, blocks, key_tiles, sm_count);
         splits = kvc_latency_splits(splits, blocks, key_tiles, tiles_in_flight, sm_count);
         const char* fit_cluster = std::getenv(kKvcFitClusterVariable);
-        if (cluster_capacity && fit_cluster && std::strcmp(fit_cluster, "1") == 0)
+        if (cluster_capacity && clusters_allowed && fit_cluster && std::strcmp(fit_cluster, "1") == 0)
             splits = kvc_cluster_fitting_splits(splits, blocks, [&](int s) { return cluster_capacity(p, s); });
     }
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
@@ -382,9 +384,7 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     // kv heads from 4k keys) keep the combine: capped at 16 in clusters they read 3% faster on one H100 at 16k-64k
     // keys and 3-7% slower on others, whose GPCs hold only 7 such clusters with one block an SM (bench/NOTES.md,
     // "kv-cache: splits merged in a cluster"; bench/probe_cluster_capacity.cu).
-    const char* cluster_choice = std::getenv(kKvcClusterVariable);
-    if (cluster_capacity && plan.num_splits > 1 && plan.num_splits <= kKvcClusterMax &&
-        !(cluster_choice && std::strcmp(cluster_choice, "0") == 0))
+    if (cluster_capacity && plan.num_splits > 1 && plan.num_splits <= kKvcClusterMax && clusters_allowed)
         plan.merge_in_cluster = blocks <= cluster_capacity(p, plan.num_splits);
 
     const size_t q_rot_bytes =
@@ -467,8 +467,8 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
 }
 
 // FLASHATTN_KVC_PRINT_PLAN=1: each kv-cache launch (the packed forward's too) writes its plan to stderr, one line:
-// which kernel, the split count and how the splits merge (in a cluster or by the combine kernel), and the rest of
-// KvcPlan. Why: which path a shape takes depends on the GPU (its SMs, the clusters it holds at once), and a
+// which kernel, the split count and how the splits merge (in a cluster or by the combine kernel), and most of KvcPlan
+// (not the Hopper kernel's folded copies, v_fold_rows and k_fold, which its launch sets later). Why: which path a shape takes depends on the GPU (its SMs, the clusters it holds at once), and a
 // measurement read against the wrong path misleads (bench/NOTES.md, "kv-cache: what the end of an eight-split call
 // costs"). Captured in a CUDA graph, a call prints once, at capture.
 constexpr const char* kKvcPrintPlanVariable = "FLASHATTN_KVC_PRINT_PLAN";
@@ -478,12 +478,12 @@ void print_kvc_plan(const AttnParams& p, const KvcPlan& plan, bool sm90) {
     std::fprintf(stderr,
                  "flashattn kv-cache plan: %s kernel; batch %d, seqlen_q %d, nheads %d, nheads_k %d, seqlen_k %d, "
                  "page_size %d: splits %d (merge: %s), head_group %d, tiles_ahead %d, overlap_products %d, "
-                 "one_producer %d, k_first %d, pages_in_address_order %d, v_fold_rows %d, k_fold %d, "
-                 "kv_read_once %d, workspace %zu bytes\n",
+                 "one_producer %d, k_first %d, pages_in_address_order %d, kv_read_once %d, softmax_all_rows %d, "
+                 "workspace %zu bytes\n",
                  sm90 ? "Hopper" : "Ampere-class", p.batch, p.seqlen_q, p.nheads, p.nheads_k, p.seqlen_k,
                  p.block_table ? p.page_size : 0, plan.num_splits, merge, plan.head_group, plan.tiles_ahead,
                  int(plan.overlap_products), int(plan.one_producer), int(plan.k_first),
-                 int(plan.pages_in_address_order), plan.v_fold_rows, int(plan.k_fold), int(plan.kv_read_once),
+                 int(plan.pages_in_address_order), int(plan.kv_read_once), int(plan.softmax_all_rows),
                  plan.workspace_bytes);
 }
 

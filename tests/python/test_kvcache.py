@@ -2,6 +2,8 @@
 place (across page boundaries), rotary in both styles, cache_batch_idx, left padding, masks, GQA. CPU tensors here;
 the same on a GPU where there is one and flashattn has a kv-cache kernel for it."""
 
+import re
+
 import pytest
 import torch
 
@@ -278,14 +280,38 @@ def test_splits_merged_in_a_cluster_or_by_the_combine(device, num_splits, cluste
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("page_size", [None, 16])
-def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch):
+def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capfd):
     # FLASHATTN_KVC_FIT_CLUSTER=1: where the heuristic's split count makes more clusters than the GPU holds at once
-    # (batch 4 x 8 kv heads: 32 clusters of 8 where an H100 holds 30), the planner takes the most splits from 0.75 of
-    # it whose clusters fit (7) and merges them in clusters of that size. Ragged lengths leave splits with no key.
+    # (batch 4 x 8 kv heads from about 4k keys: 32 clusters of 8 where an H100 holds 30), the planner takes the most
+    # splits from 0.75 of it whose clusters fit (7) and merges them in clusters of that size. Ragged lengths leave
+    # splits with no key. On a GPU the plans with and without the rule are read back (FLASHATTN_KVC_PRINT_PLAN): where
+    # the heuristic's splits go to the combine kernel, the rule's must merge in a cluster, with fewer splits.
     monkeypatch.setenv("FLASHATTN_KVC_FIT_CLUSTER", "1")
-    check(device, torch.bfloat16, batch=4, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=4096,
-          seqlen_new=0, lengths=[4096, 1, 2900, 3999], page_size=page_size, num_splits=0, causal=True,
+    check(device, torch.bfloat16, batch=4, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=8192,
+          seqlen_new=0, lengths=[8192, 1, 5900, 8100], page_size=page_size, num_splits=0, causal=True,
           nan_past_lengths=True)
+    if device == "cpu":
+        return
+    gen = torch.Generator().manual_seed(5)
+    randn = lambda *shape: torch.randn(*shape, generator=gen).to("cuda", torch.bfloat16)
+    q, k_cache, v_cache = randn(4, 1, 32, 128), randn(4, 8192, 8, 128), randn(4, 8192, 8, 128)
+    lengths = torch.full((4,), 8192, dtype=torch.int32, device="cuda")
+    table = None
+    if page_size:
+        table = torch.arange(4 * 8192 // page_size, dtype=torch.int32, device="cuda").reshape(4, -1)
+        k_cache, v_cache = (t.reshape(-1, page_size, 8, 128) for t in (k_cache, v_cache))
+    plans = {}
+    monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
+    for fit in ("0", "1"):
+        monkeypatch.setenv("FLASHATTN_KVC_FIT_CLUSTER", fit)
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=table, causal=True)
+        torch.cuda.synchronize()
+        plans[fit] = re.search(r"splits (\d+) \(merge: (\w+)\)", capfd.readouterr().err).groups()
+    (splits, merge), (fitted, fitted_merge) = plans["0"], plans["1"]
+    if merge == "combine" and int(splits) <= 16:
+        assert fitted_merge == "cluster" and int(fitted) < int(splits), plans
+    else:
+        assert plans["1"] == plans["0"], plans
 
 
 @pytest.mark.parametrize("device", DEVICES)
