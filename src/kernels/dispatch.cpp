@@ -468,9 +468,10 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
 
 // FLASHATTN_KVC_PRINT_PLAN=1: each kv-cache launch (the packed forward's too) writes its plan to stderr, one line:
 // which kernel, the split count and how the splits merge (in a cluster or by the combine kernel), and most of KvcPlan
-// (not the Hopper kernel's folded copies, v_fold_rows and k_fold, which its launch sets later). Why: which path a shape takes depends on the GPU (its SMs, the clusters it holds at once), and a
-// measurement read against the wrong path misleads (bench/NOTES.md, "kv-cache: what the end of an eight-split call
-// costs"). Captured in a CUDA graph, a call prints once, at capture.
+// (not the Hopper kernel's folded copies, v_fold_rows and k_fold, which its launch sets later). Why: which path a
+// shape takes depends on the GPU (its SMs, the clusters it holds at once), and a measurement read against the wrong
+// path misleads (bench/NOTES.md, "kv-cache: what the end of an eight-split call costs"). Captured in a CUDA graph, a
+// call prints once, at capture.
 constexpr const char* kKvcPrintPlanVariable = "FLASHATTN_KVC_PRINT_PLAN";
 
 void print_kvc_plan(const AttnParams& p, const KvcPlan& plan, bool sm90) {

@@ -56,7 +56,8 @@ TEST(KvcSplits, DegenerateInputsGiveOne) {
     EXPECT_EQ(kvc_splits(10, 100, kSms, 0), 1);
 }
 
-// Clusters of 2-16 blocks resident at once at two blocks an SM, as an H100 reports them (bench/probe_cluster_capacity.cu).
+// Clusters of 2-16 blocks resident at once at two blocks an SM, as an H100 reports them
+// (bench/probe_cluster_capacity.cu).
 int h100_cluster_capacity(int splits) {
     constexpr int kCapacity[17] = {0, 0, 132, 79, 62, 47, 39, 32, 30, 23, 21, 16, 16, 14, 14, 14, 14};
     return splits >= 0 && splits <= 16 ? kCapacity[splits] : 0;

@@ -51,6 +51,12 @@ def nan_past(cache, lengths, seqlen_new, block_table, batch_idx, leftpad, randn)
     return cache
 
 
+def cuda_randn(seed):
+    """randn(*shape): bf16 normal values on the GPU, drawn on the CPU from a generator seeded with `seed`."""
+    gen = torch.Generator().manual_seed(seed)
+    return lambda *shape: torch.randn(*shape, generator=gen).to("cuda", torch.bfloat16)
+
+
 def same_values(a, b):
     """torch.equal, with NaN equal to NaN (caches whose unread rows are NaN). The same bits are the same values (one
     pass, no temporaries: these caches reach gigabytes); else element by element, where 0.0 equals -0.0."""
@@ -292,8 +298,7 @@ def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capf
           nan_past_lengths=True)
     if device == "cpu":
         return
-    gen = torch.Generator().manual_seed(5)
-    randn = lambda *shape: torch.randn(*shape, generator=gen).to("cuda", torch.bfloat16)
+    randn = cuda_randn(5)
     q, k_cache, v_cache = randn(4, 1, 32, 128), randn(4, 8192, 8, 128), randn(4, 8192, 8, 128)
     lengths = torch.full((4,), 8192, dtype=torch.int32, device="cuda")
     table = None
@@ -384,8 +389,7 @@ def test_halves_folded_either_way(device, fold, variable, page_size, dtype, monk
 def test_k_halves_folded_give_the_same_bits(page_size, monkeypatch):
     # Folding K's halves changes where its rows lie in shared memory, not the S product's sums: the outputs of both
     # layouts are equal to the bit.
-    gen = torch.Generator().manual_seed(11)
-    randn = lambda *shape: torch.randn(*shape, generator=gen).to("cuda", torch.bfloat16)
+    randn = cuda_randn(11)
     pages = 3 * 1024 // page_size
     q, k_cache, v_cache = randn(3, 1, 32, 128), randn(pages, page_size, 8, 128), randn(pages, page_size, 8, 128)
     table = torch.randperm(pages, generator=gen).view(3, -1).to("cuda", torch.int32)
@@ -415,8 +419,7 @@ def test_first_copies_either_way(device, k_first, monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the L2 hint is the GPU kernel's")
 def test_l2_policy_gives_the_same_bits(monkeypatch):
     # A cache hint changes where lines go in L2, never a value: the outputs of both forms are equal to the bit.
-    gen = torch.Generator().manual_seed(7)
-    randn = lambda *shape: torch.randn(*shape, generator=gen).to("cuda", torch.bfloat16)
+    randn = cuda_randn(7)
     q, k_cache, v_cache = randn(3, 1, 32, 128), randn(3, 1000, 8, 128), randn(3, 1000, 8, 128)
     lengths = torch.tensor([1000, 517, 3], dtype=torch.int32, device="cuda")
     results = []
@@ -432,8 +435,7 @@ def test_l2_policy_gives_the_same_bits(monkeypatch):
 def test_plan_printed_on_request(monkeypatch, capfd):
     # FLASHATTN_KVC_PRINT_PLAN=1: each kv-cache launch writes its plan to stderr (the kernel, the split count and how
     # the splits merge); unset, nothing.
-    gen = torch.Generator().manual_seed(11)
-    randn = lambda *shape: torch.randn(*shape, generator=gen).to("cuda", torch.bfloat16)
+    randn = cuda_randn(11)
     q, k_cache, v_cache = randn(2, 1, 32, 128), randn(2, 3000, 8, 128), randn(2, 3000, 8, 128)
     lengths = torch.tensor([3000, 1700], dtype=torch.int32, device="cuda")
     for splits, merge in ((1, "none"), (5, None)):

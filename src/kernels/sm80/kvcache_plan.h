@@ -271,9 +271,10 @@ FLASHATTN_HD constexpr int64_t kvc_one_sm_splits(int64_t splits, int64_t blocks,
 // splits from kKvcClusterFitShare of that count whose clusters do fit, one a unit; `splits` where none does.
 // `capacity(s)`: the clusters of s blocks resident at once. Why: on an H100/H200 clusters of 8 at two blocks an SM fit
 // 30 at once (bench/probe_cluster_capacity.cu), so the 32-unit grids of 4 x 8 and 1 x 32 kv heads, split 8 ways at
-// 64k, are merged by the combine kernel, which costs them 2.3-3.7 us a call against 0.3-0.7 for the merge in a
-// cluster (bench/NOTES.md, "kv-cache: what the end of an eight-split call costs"); 7 splits fit 32 clusters. Not yet
-// measured: taken only with FLASHATTN_KVC_FIT_CLUSTER=1 (kernels/dispatch.cpp).
+// 64k, are merged by the combine kernel: it and the partial rows' stores cost them 3.9-4.1 us a call, where a whole
+// merge in a cluster cost 1.3-1.7 at two splits (bench/NOTES.md, "kv-cache: what the end of an eight-split call
+// costs"); 7 splits fit 32 clusters. Not yet measured: taken only with FLASHATTN_KVC_FIT_CLUSTER=1
+// (kernels/dispatch.cpp).
 constexpr double kKvcClusterFitShare = 0.75;
 template <class Capacity>
 constexpr int64_t kvc_cluster_fitting_splits(int64_t splits, int64_t units, Capacity capacity) {
