@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -319,8 +320,9 @@ using KvcClusterCapacity = int (*)(const AttnParams&, int splits);
 
 // FLASHATTN_KVC_CLUSTER=0: splits never merge in a cluster (the workspace and the combine kernel, for comparison).
 constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
-// FLASHATTN_KVC_FIT_CLUSTER=1: the heuristic's split count traded for one whose clusters all fit
-// (kvc_cluster_fitting_splits), where its own do not; off by default until measured.
+// FLASHATTN_KVC_FIT_CLUSTER=0 keeps the heuristic's split count where its clusters do not all fit; =1 trades it for one
+// whose clusters do (kvc_cluster_fitting_splits) however long the splits (both for comparison); unset, the rule
+// decides.
 constexpr const char* kKvcFitClusterVariable = "FLASHATTN_KVC_FIT_CLUSTER";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
@@ -361,8 +363,11 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
                                  : kvc_one_sm_splits(splits, blocks, key_tiles, sm_count);
         splits = kvc_latency_splits(splits, blocks, key_tiles, tiles_in_flight, sm_count);
         const char* fit_cluster = std::getenv(kKvcFitClusterVariable);
-        if (cluster_capacity && clusters_allowed && fit_cluster && std::strcmp(fit_cluster, "1") == 0)
-            splits = kvc_cluster_fitting_splits(splits, blocks, [&](int s) { return cluster_capacity(p, s); });
+        const bool fit_always = fit_cluster && std::strcmp(fit_cluster, "1") == 0;
+        if (cluster_capacity && clusters_allowed && !(fit_cluster && std::strcmp(fit_cluster, "0") == 0))
+            splits = kvc_cluster_fitting_splits(
+                splits, blocks, key_tiles, [&](int s) { return cluster_capacity(p, s); },
+                fit_always ? std::numeric_limits<int64_t>::max() : kKvcFitClusterMaxTiles);
     }
     splits = std::min<int64_t>(splits, kKvcMaxSplits);  // a caller's count too: it is gridDim.z
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));

@@ -64,17 +64,27 @@ int h100_cluster_capacity(int splits) {
 }
 
 TEST(KvcSplits, ClustersThatDoNotFitTradeForAFittingCount) {
-    // Batch 4 x 8 kv heads (32 units) at 8 splits: 30 clusters of 8 fit, 32 of 7 do.
-    EXPECT_EQ(kvc_cluster_fitting_splits(8, 32, h100_cluster_capacity), 7);
+    // Batch 4 x 8 kv heads (32 units) at 8 splits of 16k keys (256 tiles): 30 clusters of 8 fit, 32 of 7 do.
+    EXPECT_EQ(kvc_cluster_fitting_splits(8, 32, 256, h100_cluster_capacity), 7);
     // 30 units fit at 8: unchanged.
-    EXPECT_EQ(kvc_cluster_fitting_splits(8, 30, h100_cluster_capacity), 8);
+    EXPECT_EQ(kvc_cluster_fitting_splits(8, 30, 256, h100_cluster_capacity), 8);
     // 16 units at 16 splits: clusters of 12 are the most that fit (16 of them), and 12 is 0.75 of 16.
-    EXPECT_EQ(kvc_cluster_fitting_splits(16, 16, h100_cluster_capacity), 12);
+    EXPECT_EQ(kvc_cluster_fitting_splits(16, 16, 256, h100_cluster_capacity), 12);
     // 64 units: no count from 6 to 8 fits (39 clusters of 6): the combine keeps 8.
-    EXPECT_EQ(kvc_cluster_fitting_splits(8, 64, h100_cluster_capacity), 8);
+    EXPECT_EQ(kvc_cluster_fitting_splits(8, 64, 256, h100_cluster_capacity), 8);
     // Counts no cluster takes are left alone.
-    EXPECT_EQ(kvc_cluster_fitting_splits(1, 32, h100_cluster_capacity), 1);
-    EXPECT_EQ(kvc_cluster_fitting_splits(22, 8, h100_cluster_capacity), 22);
+    EXPECT_EQ(kvc_cluster_fitting_splits(1, 32, 256, h100_cluster_capacity), 1);
+    EXPECT_EQ(kvc_cluster_fitting_splits(22, 8, 256, h100_cluster_capacity), 22);
+}
+
+TEST(KvcSplits, LongSplitsKeepTheirCount) {
+    // 64k keys (1024 tiles): 7 splits would read 147 tiles each, past kKvcFitClusterMaxTiles: 8 and the combine.
+    EXPECT_EQ(kvc_cluster_fitting_splits(8, 32, 1024, h100_cluster_capacity), 8);
+    // At the limit (7 x 64 tiles) the trade is made; one tile more and it is not.
+    EXPECT_EQ(kvc_cluster_fitting_splits(8, 32, 7 * kKvcFitClusterMaxTiles, h100_cluster_capacity), 7);
+    EXPECT_EQ(kvc_cluster_fitting_splits(8, 32, 7 * kKvcFitClusterMaxTiles + 1, h100_cluster_capacity), 8);
+    // A caller's own limit (FLASHATTN_KVC_FIT_CLUSTER=1: none).
+    EXPECT_EQ(kvc_cluster_fitting_splits(8, 32, 1024, h100_cluster_capacity, int64_t(1) << 40), 7);
 }
 
 // The Hopper kernel's kv heads a block (kvc_head_group): 64 rows x 64 key-rows tiles.

@@ -287,12 +287,13 @@ def test_splits_merged_in_a_cluster_or_by_the_combine(device, num_splits, cluste
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("page_size", [None, 16])
 def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capfd):
-    # FLASHATTN_KVC_FIT_CLUSTER=1: where the heuristic's split count makes more clusters than the GPU holds at once
-    # (batch 4 x 8 kv heads from about 4k keys: 32 clusters of 8 where an H100 holds 30), the planner takes the most
-    # splits from 0.75 of it whose clusters fit (7) and merges them in clusters of that size. Ragged lengths leave
-    # splits with no key. On a GPU the plans with and without the rule are read back (FLASHATTN_KVC_PRINT_PLAN): where
-    # the heuristic's splits go to the combine kernel, the rule's must merge in a cluster, with fewer splits.
-    monkeypatch.setenv("FLASHATTN_KVC_FIT_CLUSTER", "1")
+    # Where the heuristic's split count makes more clusters than the GPU holds at once (batch 4 x 8 kv heads from
+    # about 4k keys: 32 clusters of 8 where an H100 holds 30) and the splits are short (8k keys: 19 tiles each at 7),
+    # the planner takes the most splits from 0.75 of it whose clusters fit (7) and merges them in clusters of that
+    # size. Ragged lengths leave splits with no key. On a GPU the plans without and with the rule
+    # (FLASHATTN_KVC_FIT_CLUSTER=0, unset) are read back (FLASHATTN_KVC_PRINT_PLAN): where the heuristic's splits go
+    # to the combine kernel, the rule's must merge in a cluster, with fewer splits.
+    monkeypatch.delenv("FLASHATTN_KVC_FIT_CLUSTER", raising=False)
     check(device, torch.bfloat16, batch=4, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=8192,
           seqlen_new=0, lengths=[8192, 1, 5900, 8100], page_size=page_size, num_splits=0, causal=True,
           nan_past_lengths=True)
@@ -307,16 +308,16 @@ def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capf
         k_cache, v_cache = (t.reshape(-1, page_size, 8, 128) for t in (k_cache, v_cache))
     plans = {}
     monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
-    for fit in ("0", "1"):
+    for fit in ("0", ""):
         monkeypatch.setenv("FLASHATTN_KVC_FIT_CLUSTER", fit)
         flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=table, causal=True)
         torch.cuda.synchronize()
         plans[fit] = re.search(r"splits (\d+) \(merge: (\w+)\)", capfd.readouterr().err).groups()
-    (splits, merge), (fitted, fitted_merge) = plans["0"], plans["1"]
+    (splits, merge), (fitted, fitted_merge) = plans["0"], plans[""]
     if merge == "combine" and int(splits) <= 16:
         assert fitted_merge == "cluster" and int(fitted) < int(splits), plans
     else:
-        assert plans["1"] == plans["0"], plans
+        assert plans[""] == plans["0"], plans
 
 
 @pytest.mark.parametrize("device", DEVICES)

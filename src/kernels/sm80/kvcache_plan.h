@@ -268,20 +268,25 @@ FLASHATTN_HD constexpr int64_t kvc_one_sm_splits(int64_t splits, int64_t blocks,
 }
 
 // Splits whose clusters do not all fit (units > capacity(splits): the combine kernel merges them) traded for the most
-// splits from kKvcClusterFitShare of that count whose clusters do fit, one a unit; `splits` where none does.
-// `capacity(s)`: the clusters of s blocks resident at once. Why: on an H100/H200 clusters of 8 at two blocks an SM fit
-// 30 at once (bench/probe_cluster_capacity.cu), so the 32-unit grids of 4 x 8 and 1 x 32 kv heads, split 8 ways at
-// 64k, are merged by the combine kernel: it and the partial rows' stores cost them 3.9-4.1 us a call, where a whole
-// merge in a cluster cost 1.3-1.7 at two splits (bench/NOTES.md, "kv-cache: what the end of an eight-split call
-// costs"); 7 splits fit 32 clusters. Not yet measured: taken only with FLASHATTN_KVC_FIT_CLUSTER=1
-// (kernels/dispatch.cpp).
+// splits from kKvcClusterFitShare of that count whose clusters do fit, one a unit, where each of those splits reads at
+// most max_tiles of the key_tiles; `splits` otherwise. `capacity(s)`: the clusters of s blocks resident at once.
+// Why: clusters of 8 at two blocks an SM fit 30 at once on an H100/H200 (bench/probe_cluster_capacity.cu), so the
+// 32-unit grids of 4 x 8 and 1 x 32 kv heads split 8 ways go to the combine kernel, whose end (the partial rows and
+// the second kernel) costs 3.9-4.1 us a call where a whole cluster merge costs 1.3-1.7 (bench/NOTES.md, "kv-cache:
+// what the end of an eight-split call costs"); 32 clusters of 7 fit. But 7 splits leave 20 SMs idle, and the stream
+// pays for it in proportion to its length. Measured on an H200 (bench/NOTES.md, "kv-cache: clusters of 7"), one query
+// row, 7 splits against 8: at 16k keys (37 tiles a split) 78.0-78.4 us against 80.1-80.2 dense, 79.6-80.7 against
+// 80.1-81.5 paged; at 64k (147 tiles) 258.3-258.9 against 256.3-256.7 dense and 277.8-279.0 against 262.9-266.0 on
+// pages of 16. kKvcFitClusterMaxTiles sits between the two.
 constexpr double kKvcClusterFitShare = 0.75;
+constexpr int64_t kKvcFitClusterMaxTiles = 64;
 template <class Capacity>
-constexpr int64_t kvc_cluster_fitting_splits(int64_t splits, int64_t units, Capacity capacity) {
+constexpr int64_t kvc_cluster_fitting_splits(int64_t splits, int64_t units, int64_t key_tiles, Capacity capacity,
+                                             int64_t max_tiles = kKvcFitClusterMaxTiles) {
     if (splits < 2 || splits > kKvcClusterMax || units <= 0 || units <= capacity(int(splits))) return splits;
     const int64_t fewest = static_cast<int64_t>(splits * kKvcClusterFitShare + 0.999);
     for (int64_t s = splits - 1; s >= fewest && s >= 2; --s)
-        if (units <= capacity(int(s))) return s;
+        if (units <= capacity(int(s))) return (key_tiles + s - 1) / s <= max_tiles ? s : splits;
     return splits;
 }
 
