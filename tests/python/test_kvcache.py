@@ -52,9 +52,14 @@ def nan_past(cache, lengths, seqlen_new, block_table, batch_idx, leftpad, randn)
 
 
 def cuda_randn(seed):
-    """randn(*shape): bf16 normal values on the GPU, drawn on the CPU from a generator seeded with `seed`."""
+    """randn(*shape): bf16 normal values on the GPU, drawn on the CPU from a generator seeded with `seed`, which is
+    randn.generator (for other draws from the same sequence)."""
     gen = torch.Generator().manual_seed(seed)
-    return lambda *shape: torch.randn(*shape, generator=gen).to("cuda", torch.bfloat16)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen).to("cuda", torch.bfloat16)
+    randn.generator = gen
+    return randn
 
 
 def same_values(a, b):
@@ -393,7 +398,7 @@ def test_k_halves_folded_give_the_same_bits(page_size, monkeypatch):
     randn = cuda_randn(11)
     pages = 3 * 1024 // page_size
     q, k_cache, v_cache = randn(3, 1, 32, 128), randn(pages, page_size, 8, 128), randn(pages, page_size, 8, 128)
-    table = torch.randperm(pages, generator=gen).view(3, -1).to("cuda", torch.int32)
+    table = torch.randperm(pages, generator=randn.generator).view(3, -1).to("cuda", torch.int32)
     lengths = torch.tensor([1024, 517, 3], dtype=torch.int32, device="cuda")
     monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "1")
     results = []
