@@ -68,9 +68,12 @@ TEST(KvcSplits, ClustersThatDoNotFitTradeForAFittingCount) {
     EXPECT_EQ(kvc_cluster_fitting_splits(8, 32, 256, h100_cluster_capacity), 7);
     // 30 units fit at 8: unchanged.
     EXPECT_EQ(kvc_cluster_fitting_splits(8, 30, 256, h100_cluster_capacity), 8);
-    // 16 units at 16 splits: clusters of 12 are the most that fit (16 of them), and 12 is 0.75 of 16.
-    EXPECT_EQ(kvc_cluster_fitting_splits(16, 16, 256, h100_cluster_capacity), 12);
-    // 64 units: no count from 6 to 8 fits (39 clusters of 6): the combine keeps 8.
+    // 16 units at 16 splits: clusters of 12 are the most that fit (16 of them), but 12 is less than 0.85 of 16 (14
+    // fit 14 clusters): the combine keeps 16.
+    EXPECT_EQ(kvc_cluster_fitting_splits(16, 16, 256, h100_cluster_capacity), 16);
+    // 31 units at 8 splits: 7 (32 clusters) is the one count tried.
+    EXPECT_EQ(kvc_cluster_fitting_splits(8, 31, 256, h100_cluster_capacity), 7);
+    // 64 units: 7 does not fit (32 clusters): the combine keeps 8.
     EXPECT_EQ(kvc_cluster_fitting_splits(8, 64, 256, h100_cluster_capacity), 8);
     // Counts no cluster takes are left alone.
     EXPECT_EQ(kvc_cluster_fitting_splits(1, 32, 256, h100_cluster_capacity), 1);

@@ -294,7 +294,7 @@ def test_splits_merged_in_a_cluster_or_by_the_combine(device, num_splits, cluste
 def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capfd):
     # Where the heuristic's split count makes more clusters than the GPU holds at once (batch 4 x 8 kv heads from
     # about 4k keys: 32 clusters of 8 where an H100 holds 30) and the splits are short (8k keys: 19 tiles each at 7),
-    # the planner takes the most splits from 0.75 of it whose clusters fit (7) and merges them in clusters of that
+    # the planner takes the most splits from 0.85 of it whose clusters fit (7) and merges them in clusters of that
     # size. Ragged lengths leave splits with no key. On a GPU the plans without and with the rule
     # (FLASHATTN_KVC_FIT_CLUSTER=0, unset) are read back (FLASHATTN_KVC_PRINT_PLAN): where the heuristic's splits go
     # to the combine kernel, the rule's must merge in a cluster, with fewer splits.

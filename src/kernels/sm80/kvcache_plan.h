@@ -275,10 +275,13 @@ FLASHATTN_HD constexpr int64_t kvc_one_sm_splits(int64_t splits, int64_t blocks,
 // the second kernel) costs 3.9-4.1 us a call where a whole cluster merge costs 1.3-1.7 (bench/NOTES.md, "kv-cache:
 // what the end of an eight-split call costs"); 32 clusters of 7 fit. But 7 splits leave 20 SMs idle, and the stream
 // pays for it in proportion to its length. Measured on an H200 (bench/NOTES.md, "kv-cache: clusters of 7"), one query
-// row, 7 splits against 8: at 16k keys (37 tiles a split) 78.0-78.4 us against 80.1-80.2 dense, 79.6-80.7 against
+// row, 7 splits against 8: at 16k keys (37 tiles a split) 78.0-78.4 us against 79.6-80.2 dense, 79.3-80.7 against
 // 80.1-81.5 paged; at 64k (147 tiles) 258.3-258.9 against 256.3-256.7 dense and 277.8-279.0 against 262.9-266.0 on
-// pages of 16. kKvcFitClusterMaxTiles sits between the two.
-constexpr double kKvcClusterFitShare = 0.75;
+// pages of 16; at 32k (74 tiles) 137.3 against 138.1 dense and 148.3 against 142.2 on pages of 16.
+// kKvcFitClusterMaxTiles sits between 37 and 74. A larger cut pays less: the 16-unit grids at 16k keys, 15 splits
+// (14 such clusters fit) taken down to 12, read 0.2-0.7 us slower on pages of 16 and within 0.2 dense, hence
+// kKvcClusterFitShare's 0.85, which takes 8 to 7 and no further.
+constexpr double kKvcClusterFitShare = 0.85;
 constexpr int64_t kKvcFitClusterMaxTiles = 64;
 template <class Capacity>
 constexpr int64_t kvc_cluster_fitting_splits(int64_t splits, int64_t units, int64_t key_tiles, Capacity capacity,
