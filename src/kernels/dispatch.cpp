@@ -325,6 +325,11 @@ constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 // decides.
 constexpr const char* kKvcFitClusterVariable = "FLASHATTN_KVC_FIT_CLUSTER";
 
+// FLASHATTN_KVC_LAST_MERGE=1: the Hopper kernel's splits that do not merge in a cluster merged by each unit's last
+// block to finish rather than by the combine kernel (KvcPlan::merge_by_last; for measurement).
+constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
+static_assert(kKvcMaxSplits < 256, "a unit's arrival count (kvc_last_arrival) is 8 bits");
+
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
 // tiles_in_flight: the Hopper kernel's stages, for kvc_latency_splits (its splits merge in a cluster) and
@@ -391,6 +396,9 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     // "kv-cache: splits merged in a cluster"; bench/probe_cluster_capacity.cu).
     if (cluster_capacity && plan.num_splits > 1 && plan.num_splits <= kKvcClusterMax && clusters_allowed)
         plan.merge_in_cluster = blocks <= cluster_capacity(p, plan.num_splits);
+    const char* last_merge = std::getenv(kKvcLastMergeVariable);
+    plan.merge_by_last = cluster_capacity && plan.num_splits > 1 && !plan.merge_in_cluster && last_merge &&
+                         std::strcmp(last_merge, "1") == 0;
 
     const size_t q_rot_bytes =
         p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;
@@ -398,12 +406,15 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const bool accum = plan.num_splits > 1 && !plan.merge_in_cluster;
     const size_t o_bytes = accum ? align_up(sizeof(float) * plan.num_splits * rows * p.head_dim_v) : 0;
     const size_t lse_bytes = accum ? align_up(sizeof(float) * plan.num_splits * rows) : 0;
-    plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes;
+    const size_t counter_bytes = plan.merge_by_last ? align_up(sizeof(unsigned long long) * size_t(blocks)) : 0;
+    plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes + counter_bytes;
     if (p.workspace) {
         auto* base = static_cast<unsigned char*>(p.workspace);
         if (q_rot_bytes) plan.q_rot = base;
         if (o_bytes) plan.o_accum = reinterpret_cast<float*>(base + q_rot_bytes);
         if (lse_bytes) plan.lse_accum = reinterpret_cast<float*>(base + q_rot_bytes + o_bytes);
+        if (counter_bytes)
+            plan.merge_counters = reinterpret_cast<unsigned long long*>(base + q_rot_bytes + o_bytes + lse_bytes);
     }
     return plan;
 }
@@ -480,7 +491,10 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
 constexpr const char* kKvcPrintPlanVariable = "FLASHATTN_KVC_PRINT_PLAN";
 
 void print_kvc_plan(const AttnParams& p, const KvcPlan& plan, bool sm90) {
-    const char* merge = plan.num_splits <= 1 ? "none" : plan.merge_in_cluster ? "cluster" : "combine";
+    const char* merge = plan.num_splits <= 1       ? "none"
+                        : plan.merge_in_cluster ? "cluster"
+                        : plan.merge_by_last    ? "last block"
+                                                : "combine";
     std::fprintf(stderr,
                  "flashattn kv-cache plan: %s kernel; batch %d, seqlen_q %d, nheads %d, nheads_k %d, seqlen_k %d, "
                  "page_size %d: splits %d (merge: %s), head_group %d, tiles_ahead %d, overlap_products %d, "

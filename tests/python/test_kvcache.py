@@ -299,6 +299,7 @@ def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capf
     # (FLASHATTN_KVC_FIT_CLUSTER=0, unset) are read back (FLASHATTN_KVC_PRINT_PLAN): where the heuristic's splits go
     # to the combine kernel, the rule's must merge in a cluster, with fewer splits.
     monkeypatch.delenv("FLASHATTN_KVC_FIT_CLUSTER", raising=False)
+    monkeypatch.delenv("FLASHATTN_KVC_LAST_MERGE", raising=False)
     check(device, torch.bfloat16, batch=4, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=8192,
           seqlen_new=0, lengths=[8192, 1, 5900, 8100], page_size=page_size, num_splits=0, causal=True,
           nan_past_lengths=True)
@@ -323,6 +324,108 @@ def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capf
         assert fitted_merge == "cluster" and int(fitted) < int(splits), plans
     else:
         assert plans[""] == plans["0"], plans
+
+
+# A workspace's 8-byte words as a unit's arrival count of the last-block merge would hold one (kvc_last_arrival in
+# sm90/kvcache_sm90_kernel.cuh): the tag, epoch 0 (never a launch's tag) and `count` arrivals.
+ARRIVAL_TAG = 0x6B766D67
+
+
+def filled_allocator(fill):
+    """An allocator for flashattn's scratch memory that hands out buffers filled with `fill`: "ff" (every byte 0xFF),
+    "random" (seeded random bytes), or an int (every 8-byte word that value)."""
+    def alloc(t):
+        if not t.is_cuda:
+            return None
+
+        def nbytes_filled(nbytes):
+            if fill == "ff":
+                buf = torch.full((nbytes,), 0xFF, dtype=torch.uint8, device=t.device)
+            elif fill == "random":
+                gen = torch.Generator(device=t.device).manual_seed(nbytes)
+                buf = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=t.device, generator=gen)
+            else:
+                assert nbytes % 8 == 0
+                buf = torch.full((nbytes // 8,), fill, dtype=torch.int64, device=t.device).view(torch.uint8)
+            return flashattn._ops._d(buf)
+        return nbytes_filled
+    return alloc
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("num_splits,cluster,page_size,seqlen_q,options", [
+    (3, "0", None, 1, dict()),
+    (8, "0", 16, 4, dict()),
+    (20, "", 16, 1, dict()),                 # past a cluster's 16
+    (32, "", None, 1, dict()),
+    (5, "0", None, 4, dict()),
+    (4, "0", None, 32, dict()),              # 128 packed rows: two row blocks a unit
+    (3, "0", None, 1, dict(group="8")),      # 8 kv heads a block
+    (6, "0", 64, 2, dict(group="max")),      # 4 kv heads a block, in 16-row pieces of 64-row pages
+    (4, "0", 16, 1, dict(head_dim=96)),      # head dim below its instance's 128
+])
+def test_splits_merged_by_the_last_block(device, num_splits, cluster, page_size, seqlen_q, options, monkeypatch,
+                                         capfd):
+    # FLASHATTN_KVC_LAST_MERGE=1: splits that do not merge in a cluster (FLASHATTN_KVC_CLUSTER=0, or more than 16)
+    # are merged by each unit's last block to finish instead of the combine kernel, with one group of 8 splits (3-8)
+    # or several (20, 32: the groups' running max and sum rescaled). Ragged lengths leave splits with no key (and one
+    # sequence none at all), a window cuts the first ones; 4 query rows make 16 packed rows, 32 two row blocks. On a
+    # GPU the plan print says the path was taken.
+    options = dict(options)
+    group = options.pop("group", None)
+    monkeypatch.setenv("FLASHATTN_KVC_LAST_MERGE", "1")
+    monkeypatch.setenv("FLASHATTN_KVC_CLUSTER", cluster)
+    monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
+    if group:
+        monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", group)
+    options.setdefault("head_dim", 128)
+    check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=32, nheads_k=8, seqlen_cache=2100,
+          seqlen_new=0, lengths=[2100, 0, 333], page_size=page_size, num_splits=num_splits, causal=True,
+          window_size=(1700, 0), **options)
+    if device == "cuda":
+        assert f"splits {num_splits} (merge: last block)" in capfd.readouterr().err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the last-block merge is the GPU kernel's")
+@pytest.mark.parametrize("fill", ["ff", "random", (ARRIVAL_TAG << 32) | 11, (ARRIVAL_TAG << 32) | 1])
+def test_last_block_merge_from_any_workspace(fill, monkeypatch, capfd):
+    # The last-block merge counts each unit's arrivals in the caller's workspace, which nothing zeroes: whatever it
+    # holds (0xFF bytes, random bytes, counts under another launch's tag: 11 is one short of the 12 splits, so a
+    # count that trusted it would merge before the other splits have written), the results are the reference's.
+    # Then, with torch's own scratch memory, a CUDA graph replayed three times: the same workspace and the capture's
+    # tag each time, so each replay counts from where the last left the unit's count (0): equal to the bit to an eager
+    # call.
+    monkeypatch.setenv("FLASHATTN_KVC_LAST_MERGE", "1")
+    torch_allocator = flashattn._ops._allocator_for
+    monkeypatch.setattr(flashattn._ops, "_allocator_for", filled_allocator(fill))
+    # 4 x 8 kv heads, 12 splits: 32 units, more than the 16 clusters of 12 a GPU of 132 SMs holds.
+    check("cuda", torch.bfloat16, batch=4, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=3000,
+          seqlen_new=0, lengths=[3000, 1, 1777, 2900], num_splits=12, causal=True)
+    monkeypatch.setattr(flashattn._ops, "_allocator_for", torch_allocator)
+    randn = cuda_randn(17)
+    q, k_cache, v_cache = randn(4, 1, 32, 128), randn(4, 3000, 8, 128), randn(4, 3000, 8, 128)
+    lengths = torch.tensor([3000, 1, 1777, 2900], dtype=torch.int32, device="cuda")
+    monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
+    call = lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True, num_splits=12,
+                                           return_softmax_lse=True)
+    first = call()
+    torch.cuda.synchronize()
+    assert "splits 12 (merge: last block)" in capfd.readouterr().err
+    monkeypatch.delenv("FLASHATTN_KVC_PRINT_PLAN")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up on a side stream, as torch's graph capture recipe asks
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out, static_lse = call()
+    for _ in range(3):
+        static_out.fill_(float("nan"))
+        static_lse.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(static_out, first[0]) and torch.equal(static_lse, first[1])
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -441,6 +544,7 @@ def test_l2_policy_gives_the_same_bits(monkeypatch):
 def test_plan_printed_on_request(monkeypatch, capfd):
     # FLASHATTN_KVC_PRINT_PLAN=1: each kv-cache launch writes its plan to stderr (the kernel, the split count and how
     # the splits merge); unset, nothing.
+    monkeypatch.delenv("FLASHATTN_KVC_LAST_MERGE", raising=False)
     randn = cuda_randn(11)
     q, k_cache, v_cache = randn(2, 1, 32, 128), randn(2, 3000, 8, 128), randn(2, 3000, 8, 128)
     lengths = torch.tensor([3000, 1700], dtype=torch.int32, device="cuda")

@@ -84,7 +84,7 @@ void launch_kvc_append(const AttnParams& p, const KvcPlan& plan, cudaStream_t st
 }
 template <typename Elem>
 void launch_kvc_combine(const AttnParams& p, const KvcPlan& plan, cudaStream_t stream) {
-    if (plan.num_splits <= 1 || plan.merge_in_cluster) return;  // merged inside the attention kernel
+    if (plan.num_splits <= 1 || plan.merge_in_cluster || plan.merge_by_last) return;  // merged in the attention kernel
     const int64_t rows = int64_t(p.batch) * p.nheads * p.seqlen_q;
     const int blocks = static_cast<int>((rows + kCombineWarps - 1) / kCombineWarps);
     cudaLaunchConfig_t config = {};
@@ -127,6 +127,8 @@ void launch_kvc_shape(const AttnParams& p, const KvcPlan& plan) {
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
     const auto kernel = prepared_kvcache_kernel<T>();
+    if (plan.merge_by_last)  // the Hopper kernel's alone; here the splits would stay unmerged
+        throw Error(Status::internal, "kv-cache forward: a last-block merge planned for the Ampere-class kernel");
     launch_kvc_steps<typename T::Elem>(p, plan, stream, T::kBlockM, [&](dim3 grid) {
         kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, plan);
         check_cuda(cudaGetLastError(), "kv-cache attention kernel launch");

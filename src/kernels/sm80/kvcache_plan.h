@@ -45,6 +45,12 @@ struct KvcPlan {
     // lands as [8-row group][half][8 rows][64 columns], the S product reading K's 8-row groups 2 KB apart and its
     // halves 1 KB apart; false: one copy a half, each half's rows together.
     bool k_fold = false;
+    // The Hopper kernel's splits not merged in a cluster merged by the last of a unit's blocks to finish (an arrival
+    // count a unit in the workspace, merge_counters, tagged with this launch's merge_epoch), not by the combine kernel
+    // (FLASHATTN_KVC_LAST_MERGE=1; kvc_last_arrival in sm90/kvcache_sm90_kernel.cuh).
+    bool merge_by_last = false;
+    uint32_t merge_epoch = 0;
+    unsigned long long* merge_counters = nullptr;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)

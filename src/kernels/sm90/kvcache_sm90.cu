@@ -167,6 +167,18 @@ bool kvc_k_fold(const AttnParams& p, const KvcPlan& plan) {
     return p.block_table && plan.head_group == 1 && T::kBoxes == 2 && p.head_dim == 2 * T::kBoxCols && contiguous;
 }
 
+// A tag for one launch's arrival counts (KvcPlan::merge_epoch, kvc_last_arrival): one counter for every instance,
+// its 24 bits never 0, so that stale counts in the caller's workspace do not carry it. A captured graph keeps its
+// capture's tag and replays it; each call leaves its counts at 0.
+uint32_t next_merge_epoch() {
+    static std::atomic<uint32_t> launches{0};
+    constexpr uint32_t kEpochMask = (1u << 24) - 1;
+    for (;;) {
+        const uint32_t epoch = (launches.fetch_add(1, std::memory_order_relaxed) + 1) & kEpochMask;
+        if (epoch != 0) return epoch;
+    }
+}
+
 template <class T>
 void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto stream = static_cast<cudaStream_t>(p.stream);
@@ -181,6 +193,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const CacheGeometry gk = cache_geometry(p, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
     const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
     KvcPlan run = plan;
+    if (run.merge_by_last) run.merge_epoch = next_merge_epoch();
     run.k_fold = kvc_k_fold<T>(p, plan);
     CUtensorMap map_k;
     if (run.k_fold) {

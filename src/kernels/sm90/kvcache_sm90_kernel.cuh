@@ -26,7 +26,8 @@
 // themselves (its packed rows are not a box) into the 128-byte swizzle wgmma reads. With splits, the splits of a unit
 // are usually one thread block cluster and merge there (kvc_cluster_merge below); otherwise each block writes its
 // normalised partial O and LSE in fp32 to the workspace and sm80/kvcache_combine.cuh merges them, as for the
-// Ampere-class kernel.
+// Ampere-class kernel, or (KvcPlan::merge_by_last, for measurement) the unit's last block to finish does
+// (kvc_last_arrival, kvc_last_merge below).
 #pragma once
 
 #include <cuda.h>
@@ -197,6 +198,89 @@ __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const Kvc
         kvc_cluster_merge_up_to<kKvcClusterMax, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
 }
 
+// Splits merged by the unit's last block to finish (KvcPlan::merge_by_last), the combine kernel's work without a
+// second kernel. Each block counts its arrival in the unit's 64-bit slot of the workspace once its partial rows are
+// written: [kKvcArrivalTag][epoch, 24 bits][count, 8 bits]. The caller's workspace is not zeroed, so a count counts
+// only under this launch's tag (KvcPlan::merge_epoch: from a launch counter, never 0, the same again only after 2^24
+// launches); the first block to arrive finds anything else there and starts the count at 1. The last resets the
+// slot to 0, so a graph's replays (its capture's tag each time, on the same memory) count from 0. True for
+// the block that arrived last; it then reads every split's rows. The count's field holds up to 255 splits
+// (kernels/dispatch.cpp caps them at kKvcMaxSplits, 128).
+constexpr unsigned long long kKvcArrivalTag = 0x6b766d67ull;  // "kvmg"
+constexpr int kKvcArrivalCountBits = 8, kKvcArrivalEpochBits = 24;
+__device__ __forceinline__ bool kvc_last_arrival(unsigned long long* slot, uint32_t epoch, int splits) {
+    constexpr unsigned long long kCountMask = (1ull << kKvcArrivalCountBits) - 1;
+    const unsigned long long tag =
+        (kKvcArrivalTag << 32) |
+        (static_cast<unsigned long long>(epoch & ((1u << kKvcArrivalEpochBits) - 1)) << kKvcArrivalCountBits);
+    unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(slot);
+    for (;;) {
+        const unsigned long long want = ((seen & ~kCountMask) == tag ? seen : tag) + 1;
+        const unsigned long long got = atomicCAS(slot, seen, want);
+        if (got == seen) {
+            const bool last = static_cast<int>(want & kCountMask) == splits;
+            if (last) atomicExch(slot, 0ull);
+            return last;
+        }
+        seen = got;
+    }
+}
+
+// The last block's merge: every split's partial row of each of the unit's rows (the workspace, as the combine kernel
+// reads it: (split, batch, head, token) rows of head_dim_v floats and their LSEs), a consumer thread a (row, 4-column
+// chunk) item, the splits kLastMergeGroup at a time with their loads issued together and merged online (the running
+// max and sum rescaled by group). Loads bypass L1 (ld.global.cg): the other blocks' rows were written from other SMs.
+constexpr int kLastMergeGroup = 8;
+template <class T, typename Elem>
+__device__ __forceinline__ void kvc_last_merge(const AttnParams& p, const KvcPlan& plan, const KvcBlock& blk,
+                                               int tid) {
+    constexpr int kColsPerItem = 4;
+    const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks, n = plan.num_splits;
+    const int64_t rows_per_split = int64_t(p.batch) * p.nheads * p.seqlen_q;
+    Elem* out = static_cast<Elem*>(p.out) + blk.b * p.out_batch_stride;
+    for (int item = tid; item < items; item += T::kConsumerThreads) {
+        const int local = item / chunks, col = item % chunks * kColsPerItem;
+        const int packed = blk.m0 + local, token = blk.token_of(packed), head = blk.head_of(packed);
+        const int64_t row = (int64_t(blk.b) * p.nheads + head) * p.seqlen_q + token;  // split 0's
+        float max_lse = -INFINITY, weight_sum = 0.f;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int s0 = 0; s0 < n; s0 += kLastMergeGroup) {
+            float lse[kLastMergeGroup];
+            float4 o[kLastMergeGroup];
+#pragma unroll
+            for (int j = 0; j < kLastMergeGroup; ++j) {  // every load of the group issued before any is used
+                const int split = min(s0 + j, n - 1);
+                const int64_t at = split * rows_per_split + row;
+                lse[j] = s0 + j < n ? __ldcg(plan.lse_accum + at) : -INFINITY;
+                o[j] = __ldcg(reinterpret_cast<const float4*>(plan.o_accum + at * p.head_dim_v + col));
+            }
+            float group_max = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < kLastMergeGroup; ++j) group_max = fmaxf(group_max, lse[j]);
+            const float new_max = fmaxf(max_lse, group_max);
+            if (new_max == -INFINITY) continue;  // no split so far saw a key
+            const float rescale = expf(max_lse - new_max);  // 0 while max_lse is -inf
+            weight_sum *= rescale;
+            acc.x *= rescale, acc.y *= rescale, acc.z *= rescale, acc.w *= rescale;
+#pragma unroll
+            for (int j = 0; j < kLastMergeGroup; ++j) {
+                const float w = expf(lse[j] - new_max);  // 0 past n (lse -inf)
+                weight_sum += w;
+                acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
+            }
+            max_lse = new_max;
+        }
+        const bool empty = max_lse == -INFINITY;
+        const float inv = empty ? 0.f : __fdividef(1.f, weight_sum);
+        Elem* o_row = out + token * p.out_row_stride + head * p.out_head_stride + col;
+        reinterpret_cast<uint32_t*>(o_row)[0] = ptx::pack2(acc.x * inv, acc.y * inv, Elem());
+        reinterpret_cast<uint32_t*>(o_row)[1] = ptx::pack2(acc.z * inv, acc.w * inv, Elem());
+        if (p.softmax_lse && col == 0)
+            p.softmax_lse[blk.b * p.lse_batch_stride + head * p.lse_head_stride + token] =
+                empty ? INFINITY : max_lse + __logf(weight_sum);
+    }
+}
+
 // A thread's columns of one row in the epilogue (two adjacent columns of each n8 tile, from column 2 * tig):
 // `put(dt)` stores tile dt's pair from one base at a constant offset. With every column in use (head_dim_v fills the
 // instance's bucket, as 64 and 128 do) there is no test a column; else those at cols_left (head_dim_v - 2 * tig) and
@@ -234,7 +318,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                  kSm90SmemAlign * kSm90SmemAlign);
     // With splits merged by the combine (a programmatic dependent), its blocks may be launched now.
     const bool in_cluster = plan.merge_in_cluster;
-    if (plan.num_splits > 1 && !in_cluster) ptx::allow_dependent_launch();
+    if (plan.num_splits > 1 && !in_cluster && !plan.merge_by_last) ptx::allow_dependent_launch();
     // A block of head_group kv heads (KvcPlan::head_group): its tiles are kBlockN key-rows, keys_per_tile keys of
     // each of its kv heads, arranged as KvcTileCols says.
     const int head_group = plan.head_group, keys_per_tile = T::kBlockN / head_group;
@@ -620,6 +704,23 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             });
             if (p.softmax_lse && tig == 0)
                 p.softmax_lse[b * p.lse_batch_stride + head * p.lse_head_stride + token] = lse;
+        }
+    }
+    if (partial && plan.merge_by_last) {
+        // Each thread's rows visible GPU-wide before the unit's count moves; the count by one thread once all have
+        // stored; the last block's reads after its own fence.
+        __threadfence();
+        ptx::named_barrier_sync<1>(T::kConsumerThreads);
+        bool last = false;
+        if (tid == 0) {
+            last = kvc_last_arrival(plan.merge_counters + blockIdx.y * gridDim.x + blockIdx.x, plan.merge_epoch,
+                                    plan.num_splits);
+            __threadfence();  // the count read before the barrier hands the news on (as a grid barrier does)
+        }
+        if (ptx::named_barrier_any<1>(last, T::kConsumerThreads)) {
+            __threadfence();
+            if (marks) kvc_mark(kKvMerging);
+            kvc_last_merge<T, Elem>(p, plan, blk, tid);
         }
     }
     if (partial && in_cluster) {

@@ -79,7 +79,8 @@ enum KvcEvent : int {
     kKvOrderBegin1,   // the same for the second window
     kKvOrderRead1,
     kKvOrderSorted1,
-    kKvMerging,        // consumer thread 0: every split of its cluster has written its partial rows (barrier passed)
+    kKvMerging,        // consumer thread 0: every split of its unit has written its partial rows (its cluster's
+                       // barrier passed, or this block arrived last: KvcPlan::merge_by_last)
     kKvGlobalMerging,  // %globaltimer at kKvMerging (ns)
     kKvEvents
 };
