@@ -114,10 +114,11 @@ def summarise(rows, label, kernel_us):
 
 
 def cluster_tail(rows, ev, t0, clock):
-    """Splits merged in a cluster: per cluster (unit), when its last split reached the epilogue, when the cluster's
-    barrier let the merge start, and when its blocks ended (the globaltimer, each block's clock converted from its own
-    start), in microseconds after the first block's start. The kernel ends at the last cluster's end; the part after
-    its last split's epilogue is what the merge adds to the call."""
+    """Splits merged in a cluster (or by the unit's last block, FLASHATTN_KVC_LAST_MERGE=1: only that block marks the
+    merge): per unit, when its last split reached the epilogue, when the merge could start (the cluster's barrier
+    passed, or the last block's count), and when its blocks ended (the globaltimer, each block's clock converted from
+    its own start), in microseconds after the first block's start. The kernel ends at the last unit's end; the part
+    after its last split's epilogue is what the merge adds to the call."""
     if not any(r[ev["global_merging"]] for r in rows):
         if any(r[ev["split"]] for r in rows):
             print("   split, but no block passed a cluster merge: the combine kernel merged the splits (its time is "
@@ -127,22 +128,22 @@ def cluster_tail(rows, ev, t0, clock):
         return (r[ev["global_start"]] - t0) / 1e3 + (r[ev[event]] - r[ev["start"]]) / clock / 1e3
     units = {}
     for r in rows:
-        if r[ev["global_merging"]]:
-            units.setdefault(r[ev["unit"]], []).append(r)
+        units.setdefault(r[ev["unit"]], []).append(r)
+    units = {unit: blocks for unit, blocks in units.items() if any(r[ev["global_merging"]] for r in blocks)}
     tails = []
     for unit, blocks in units.items():
         epilogue = max(at(r, "epilogue") for r in blocks)
-        merging = max((r[ev["global_merging"]] - t0) / 1e3 for r in blocks)
+        merging = max((r[ev["global_merging"]] - t0) / 1e3 for r in blocks if r[ev["global_merging"]])
         end = max((r[ev["global_end"]] - t0) / 1e3 for r in blocks)
         tails.append((end, epilogue, merging, unit))
     tails.sort()
     waits = statistics.median([m - e for _, e, m, _ in tails])
     merges = statistics.median([x - m for x, _, m, _ in tails])
-    print(f"   clusters ({len(tails)}): last split's epilogue -> barrier passed median {waits:.2f} us, "
-          f"barrier -> end median {merges:.2f}")
+    print(f"   merged units ({len(tails)}): last split's epilogue -> merge start median {waits:.2f} us, "
+          f"merge start -> end median {merges:.2f}")
     end, epilogue, merging, unit = tails[-1]
     latest = max(at(r, "epilogue") for r in rows)
-    print(f"   the last cluster (unit {unit}): last split's epilogue at {epilogue:.2f} us, barrier passed "
+    print(f"   the last unit ({unit}): last split's epilogue at {epilogue:.2f} us, merge started "
           f"{merging:.2f}, ended {end:.2f}; the latest epilogue of any block {latest:.2f}")
 
 
