@@ -367,8 +367,8 @@ def filled_allocator(fill):
 def test_splits_merged_by_the_last_block(device, num_splits, cluster, page_size, seqlen_q, options, monkeypatch,
                                          capfd):
     # FLASHATTN_KVC_LAST_MERGE=1: splits that do not merge in a cluster (FLASHATTN_KVC_CLUSTER=0, or more than 16)
-    # are merged by each unit's last block to finish instead of the combine kernel, with one group of 8 splits (3-8)
-    # or several (20, 32: the groups' running max and sum rescaled). Ragged lengths leave splits with no key (and one
+    # are merged by each unit's last block to finish instead of the combine kernel, in one group of loads (3-8 splits)
+    # or two of 16 (20, 32: the groups' running max and sum rescaled). Ragged lengths leave splits with no key (and one
     # sequence none at all), a window cuts the first ones; 4 query rows make 16 packed rows, 32 two row blocks. On a
     # GPU the plan print says the path was taken.
     options = dict(options)

@@ -228,12 +228,13 @@ __device__ __forceinline__ bool kvc_last_arrival(unsigned long long* slot, uint3
 
 // The last block's merge: every split's partial row of each of the unit's rows (the workspace, as the combine kernel
 // reads it: (split, batch, head, token) rows of head_dim_v floats and their LSEs), a consumer thread a (row, 4-column
-// chunk) item, the splits kLastMergeGroup at a time with their loads issued together and merged online (the running
-// max and sum rescaled by group). Loads bypass L1 (ld.global.cg): the other blocks' rows were written from other SMs.
-constexpr int kLastMergeGroup = 8;
-template <class T, typename Elem>
-__device__ __forceinline__ void kvc_last_merge(const AttnParams& p, const KvcPlan& plan, const KvcBlock& blk,
-                                               int tid) {
+// chunk) item, the splits kGroup at a time with their loads issued together and merged online (the running max and
+// sum rescaled by group): each group is a round trip to L2, so kvc_last_merge takes groups of 16 past 8 splits (the
+// combine kernel's 29-32 splits in two). Loads bypass L1 (ld.global.cg): the other blocks' rows were written from
+// other SMs.
+template <int kGroup, class T, typename Elem>
+__device__ __forceinline__ void kvc_last_merge_by(const AttnParams& p, const KvcPlan& plan, const KvcBlock& blk,
+                                                  int tid) {
     constexpr int kColsPerItem = 4;
     const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks, n = plan.num_splits;
     const int64_t rows_per_split = int64_t(p.batch) * p.nheads * p.seqlen_q;
@@ -244,11 +245,11 @@ __device__ __forceinline__ void kvc_last_merge(const AttnParams& p, const KvcPla
         const int64_t row = (int64_t(blk.b) * p.nheads + head) * p.seqlen_q + token;  // split 0's
         float max_lse = -INFINITY, weight_sum = 0.f;
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int s0 = 0; s0 < n; s0 += kLastMergeGroup) {
-            float lse[kLastMergeGroup];
-            float4 o[kLastMergeGroup];
+        for (int s0 = 0; s0 < n; s0 += kGroup) {
+            float lse[kGroup];
+            float4 o[kGroup];
 #pragma unroll
-            for (int j = 0; j < kLastMergeGroup; ++j) {  // every load of the group issued before any is used
+            for (int j = 0; j < kGroup; ++j) {  // every load of the group issued before any is used
                 const int split = min(s0 + j, n - 1);
                 const int64_t at = split * rows_per_split + row;
                 lse[j] = s0 + j < n ? __ldcg(plan.lse_accum + at) : -INFINITY;
@@ -256,14 +257,14 @@ __device__ __forceinline__ void kvc_last_merge(const AttnParams& p, const KvcPla
             }
             float group_max = -INFINITY;
 #pragma unroll
-            for (int j = 0; j < kLastMergeGroup; ++j) group_max = fmaxf(group_max, lse[j]);
+            for (int j = 0; j < kGroup; ++j) group_max = fmaxf(group_max, lse[j]);
             const float new_max = fmaxf(max_lse, group_max);
             if (new_max == -INFINITY) continue;  // no split so far saw a key
             const float rescale = expf(max_lse - new_max);  // 0 while max_lse is -inf
             weight_sum *= rescale;
             acc.x *= rescale, acc.y *= rescale, acc.z *= rescale, acc.w *= rescale;
 #pragma unroll
-            for (int j = 0; j < kLastMergeGroup; ++j) {
+            for (int j = 0; j < kGroup; ++j) {
                 const float w = expf(lse[j] - new_max);  // 0 past n (lse -inf)
                 weight_sum += w;
                 acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
@@ -279,6 +280,15 @@ __device__ __forceinline__ void kvc_last_merge(const AttnParams& p, const KvcPla
             p.softmax_lse[blk.b * p.lse_batch_stride + head * p.lse_head_stride + token] =
                 empty ? INFINITY : max_lse + __logf(weight_sum);
     }
+}
+
+template <class T, typename Elem>
+__device__ __forceinline__ void kvc_last_merge(const AttnParams& p, const KvcPlan& plan, const KvcBlock& blk,
+                                               int tid) {
+    if (plan.num_splits <= kKvcPortableCluster)
+        kvc_last_merge_by<kKvcPortableCluster, T, Elem>(p, plan, blk, tid);
+    else
+        kvc_last_merge_by<kKvcClusterMax, T, Elem>(p, plan, blk, tid);
 }
 
 // A thread's columns of one row in the epilogue (two adjacent columns of each n8 tile, from column 2 * tig):
