@@ -135,6 +135,23 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
         for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems + lane * piece_elems, bx, row);
 }
 
+// One merged (row, 4-column chunk) item of a split merge (kvc_cluster_merge, kvc_last_merge): out = acc / weight_sum
+// at the row of (sequence b, token, query head), and the row's LSE with its first chunk; a row no split saw (max_lse
+// -inf) gets 0 and +inf, as the combine kernel gives it.
+template <typename Elem>
+__device__ __forceinline__ void kvc_store_merged(const AttnParams& p, int b, int token, int head, int col, float4 acc,
+                                                 float weight_sum, float max_lse) {
+    const bool empty = max_lse == -INFINITY;
+    const float inv = empty ? 0.f : __fdividef(1.f, weight_sum);
+    Elem* o = static_cast<Elem*>(p.out) + b * p.out_batch_stride + token * p.out_row_stride +
+              head * p.out_head_stride + col;
+    reinterpret_cast<uint32_t*>(o)[0] = ptx::pack2(acc.x * inv, acc.y * inv, Elem());
+    reinterpret_cast<uint32_t*>(o)[1] = ptx::pack2(acc.z * inv, acc.w * inv, Elem());
+    if (p.softmax_lse && col == 0)
+        p.softmax_lse[b * p.lse_batch_stride + head * p.lse_head_stride + token] =
+            empty ? INFINITY : max_lse + __logf(weight_sum);
+}
+
 // The splits of one unit (row block, kv heads) merged inside their cluster (KvcPlan::merge_in_cluster; the cluster
 // spans the grid's z, one block a split, so a block's rank is its split). Why: at batch 1-4 a second kernel and a
 // round trip of the partial results through memory are a measurable share of the call (batch 1 x 8 kv heads, 1k
@@ -150,7 +167,6 @@ __device__ __forceinline__ void kvc_cluster_merge_up_to(const AttnParams& p, con
                                                         uint32_t part_o, uint32_t part_lse, int tid) {
     constexpr int kColsPerItem = 4;  // one 16-byte load of a partial row
     const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks;
-    Elem* out = static_cast<Elem*>(p.out) + blk.b * p.out_batch_stride;
     for (int item = int(ptx::cluster_rank()) * T::kConsumerThreads + tid; item < items;
          item += num_splits * T::kConsumerThreads) {
         const int local = item / chunks, col = item % chunks * kColsPerItem;
@@ -176,14 +192,8 @@ __device__ __forceinline__ void kvc_cluster_merge_up_to(const AttnParams& p, con
             weight_sum += w;
             acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
         }
-        const float inv = empty ? 0.f : __fdividef(1.f, weight_sum);
         const int packed = blk.m0 + local;
-        Elem* o_row = out + blk.token_of(packed) * p.out_row_stride + blk.head_of(packed) * p.out_head_stride + col;
-        reinterpret_cast<uint32_t*>(o_row)[0] = ptx::pack2(acc.x * inv, acc.y * inv, Elem());
-        reinterpret_cast<uint32_t*>(o_row)[1] = ptx::pack2(acc.z * inv, acc.w * inv, Elem());
-        if (p.softmax_lse && col == 0)
-            p.softmax_lse[blk.b * p.lse_batch_stride + blk.head_of(packed) * p.lse_head_stride + blk.token_of(packed)] =
-                empty ? INFINITY : max_lse + __logf(weight_sum);
+        kvc_store_merged<Elem>(p, blk.b, blk.token_of(packed), blk.head_of(packed), col, acc, weight_sum, max_lse);
     }
 }
 
@@ -238,7 +248,6 @@ __device__ __forceinline__ void kvc_last_merge_by(const AttnParams& p, const Kvc
     constexpr int kColsPerItem = 4;
     const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks, n = plan.num_splits;
     const int64_t rows_per_split = int64_t(p.batch) * p.nheads * p.seqlen_q;
-    Elem* out = static_cast<Elem*>(p.out) + blk.b * p.out_batch_stride;
     for (int item = tid; item < items; item += T::kConsumerThreads) {
         const int local = item / chunks, col = item % chunks * kColsPerItem;
         const int packed = blk.m0 + local, token = blk.token_of(packed), head = blk.head_of(packed);
@@ -271,14 +280,7 @@ __device__ __forceinline__ void kvc_last_merge_by(const AttnParams& p, const Kvc
             }
             max_lse = new_max;
         }
-        const bool empty = max_lse == -INFINITY;
-        const float inv = empty ? 0.f : __fdividef(1.f, weight_sum);
-        Elem* o_row = out + token * p.out_row_stride + head * p.out_head_stride + col;
-        reinterpret_cast<uint32_t*>(o_row)[0] = ptx::pack2(acc.x * inv, acc.y * inv, Elem());
-        reinterpret_cast<uint32_t*>(o_row)[1] = ptx::pack2(acc.z * inv, acc.w * inv, Elem());
-        if (p.softmax_lse && col == 0)
-            p.softmax_lse[blk.b * p.lse_batch_stride + head * p.lse_head_stride + token] =
-                empty ? INFINITY : max_lse + __logf(weight_sum);
+        kvc_store_merged<Elem>(p, blk.b, token, head, col, acc, weight_sum, max_lse);
     }
 }
 
