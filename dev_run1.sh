@@ -17,6 +17,7 @@ for v in base last base last; do
   mkdir -p $L/sweep_$v; e=""; [ $v = last ] && e="FLASHATTN_KVC_LAST_MERGE=1"
   env $e FLASHATTN_KVC_PRINT_PLAN=1 timeout 70 python3 -u $root/bench/bench_decode.py --out $L/sweep_$v/r$RANDOM > $L/sweep_$v/log_$RANDOM.txt 2>&1; el "sweep $v rc $?"
 done
-( FLASHATTN_KVC_LAST_MERGE=1 timeout 170 python3 -m pytest -q -rfE -p no:cacheprovider --rootdir $root $root/tests/python/test_kvcache.py -n 10 > $L/pytest_kvc_last.log 2>&1; el "pytest kvcache LAST_MERGE=1 rc $? $(tail -1 $L/pytest_kvc_last.log)" ) &
-( for t in test_kernels test_api; do FLASHATTN_KVC_LAST_MERGE=1 timeout 80 /tmp/b/tests/$t --gtest_filter='GpuKvc*:Kvc*:*KvCache*' > $L/gtest_$t.log 2>&1; el "gtest $t LAST_MERGE=1 rc $? $(tail -1 $L/gtest_$t.log)"; done ) &
+left=$(( 570 - ($(date +%s) - t0) )); el "left $left"
+( FLASHATTN_KVC_LAST_MERGE=1 timeout $(( left - 5 )) python3 -m pytest -q -rfE -p no:cacheprovider --rootdir $root $root/tests/python/test_kvcache.py -n 10 > $L/pytest_kvc_last.log 2>&1; el "pytest kvcache LAST_MERGE=1 rc $? $(tail -1 $L/pytest_kvc_last.log)" ) &
+( for t in test_kernels test_api; do FLASHATTN_KVC_LAST_MERGE=1 timeout 60 /tmp/b/tests/$t --gtest_filter='GpuKvc*:Kvc*:*KvCache*' > $L/gtest_$t.log 2>&1; el "gtest $t LAST_MERGE=1 rc $? $(tail -1 $L/gtest_$t.log)"; done ) &
 wait; el done
