@@ -328,7 +328,6 @@ constexpr const char* kKvcFitClusterVariable = "FLASHATTN_KVC_FIT_CLUSTER";
 // FLASHATTN_KVC_LAST_MERGE=1: the Hopper kernel's splits that do not merge in a cluster merged by each unit's last
 // block to finish rather than by the combine kernel (KvcPlan::merge_by_last; for measurement).
 constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
-static_assert(kKvcMaxSplits < 256, "a unit's arrival count (kvc_last_arrival) is 8 bits");
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
@@ -406,15 +405,16 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const bool accum = plan.num_splits > 1 && !plan.merge_in_cluster;
     const size_t o_bytes = accum ? align_up(sizeof(float) * plan.num_splits * rows * p.head_dim_v) : 0;
     const size_t lse_bytes = accum ? align_up(sizeof(float) * plan.num_splits * rows) : 0;
-    const size_t counter_bytes = plan.merge_by_last ? align_up(sizeof(unsigned long long) * size_t(blocks)) : 0;
-    plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes + counter_bytes;
+    const size_t flag_bytes =
+        plan.merge_by_last ? align_up(sizeof(uint32_t) * size_t(blocks) * size_t(plan.num_splits)) : 0;
+    plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes + flag_bytes;
     if (p.workspace) {
         auto* base = static_cast<unsigned char*>(p.workspace);
         if (q_rot_bytes) plan.q_rot = base;
         if (o_bytes) plan.o_accum = reinterpret_cast<float*>(base + q_rot_bytes);
         if (lse_bytes) plan.lse_accum = reinterpret_cast<float*>(base + q_rot_bytes + o_bytes);
-        if (counter_bytes)
-            plan.merge_counters = reinterpret_cast<unsigned long long*>(base + q_rot_bytes + o_bytes + lse_bytes);
+        if (flag_bytes)
+            plan.merge_flags = reinterpret_cast<uint32_t*>(base + q_rot_bytes + o_bytes + lse_bytes);
     }
     return plan;
 }

@@ -326,14 +326,14 @@ def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capf
         assert plans[""] == plans["0"], plans
 
 
-# A workspace's 8-byte words as a unit's arrival count of the last-block merge would hold one (kvc_last_arrival in
-# sm90/kvcache_sm90_kernel.cuh): the tag, epoch 0 (never a launch's tag) and `count` arrivals.
-ARRIVAL_TAG = 0x6B766D67
+# The arrival flags of the last-block merge (kvc_all_arrived in sm90/kvcache_sm90_kernel.cuh) are 32-bit words that
+# hold a launch's tag once its block has arrived: this byte over the launch's 24-bit epoch.
+ARRIVAL_TAG = 0x6B << 24
 
 
 def filled_allocator(fill):
     """An allocator for flashattn's scratch memory that hands out buffers filled with `fill`: "ff" (every byte 0xFF),
-    "random" (seeded random bytes), or an int (every 8-byte word that value)."""
+    "random" (seeded random bytes), or an int (every 4-byte word that value)."""
     def alloc(t):
         if not t.is_cuda:
             return None
@@ -345,8 +345,8 @@ def filled_allocator(fill):
                 gen = torch.Generator(device=t.device).manual_seed(nbytes)
                 buf = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=t.device, generator=gen)
             else:
-                assert nbytes % 8 == 0
-                buf = torch.full((nbytes // 8,), fill, dtype=torch.int64, device=t.device).view(torch.uint8)
+                assert nbytes % 4 == 0
+                buf = torch.full((nbytes // 4,), fill, dtype=torch.int32, device=t.device).view(torch.uint8)
             return flashattn._ops._d(buf)
         return nbytes_filled
     return alloc
@@ -387,14 +387,14 @@ def test_splits_merged_by_the_last_block(device, num_splits, cluster, page_size,
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the last-block merge is the GPU kernel's")
-@pytest.mark.parametrize("fill", ["ff", "random", (ARRIVAL_TAG << 32) | 11, (ARRIVAL_TAG << 32) | 1])
+@pytest.mark.parametrize("fill", ["ff", "random", ARRIVAL_TAG | 1, ARRIVAL_TAG | 2])
 def test_last_block_merge_from_any_workspace(fill, monkeypatch, capfd):
-    # The last-block merge counts each unit's arrivals in the caller's workspace, which nothing zeroes: whatever it
-    # holds (0xFF bytes, random bytes, counts under another launch's tag: 11 is one short of the 12 splits, so a
-    # count that trusted it would merge before the other splits have written), the results are the reference's.
-    # Then, with torch's own scratch memory, a CUDA graph replayed three times: the same workspace and the capture's
-    # tag each time, so each replay counts from where the last left the unit's count (0): equal to the bit to an eager
-    # call.
+    # The last-block merge flags each split's arrival in the caller's workspace, which nothing zeroes: whatever it
+    # holds (0xFF bytes, random bytes, every flag set under the tag of epoch 1 or 2, which the first launches of a
+    # process carry: a block that trusted them would merge before the other splits have written), the results are the
+    # reference's. Then, with torch's own scratch memory, a CUDA graph replayed three times: the same workspace and the
+    # capture's tag each time, so each replay finds the flags as the last left them (cleared by the merging block):
+    # equal to the bit to an eager call.
     monkeypatch.setenv("FLASHATTN_KVC_LAST_MERGE", "1")
     torch_allocator = flashattn._ops._allocator_for
     monkeypatch.setattr(flashattn._ops, "_allocator_for", filled_allocator(fill))

@@ -121,6 +121,21 @@ __device__ __forceinline__ void st_global_16(void* gmem, uint4 v) {
     asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"l"(gmem), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
 
+// ----- flags between blocks ------------------------------------------------------------------------------------------
+
+// A 32-bit word other blocks read while this grid runs: stored and loaded "relaxed" at GPU scope (strong operations,
+// as the PTX memory model names them, so a fence orders them; plain loads may be served from L1 or merged). The
+// ordering itself comes from the caller's fences (__threadfence: fence.sc.gpu).
+__device__ __forceinline__ void st_relaxed_gpu_u32(uint32_t* gmem, uint32_t v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(gmem), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ uint32_t ld_relaxed_gpu_u32(const uint32_t* gmem) {
+    uint32_t v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(gmem) : "memory");
+    return v;
+}
+
 // ----- programmatic dependent launch (sm_90) --------------------------------------------------------------------------
 
 // A kernel launched as a programmatic dependent of the one before it in the stream may start while that one drains;

@@ -46,11 +46,11 @@ struct KvcPlan {
     // halves 1 KB apart; false: one copy a half, each half's rows together.
     bool k_fold = false;
     // The Hopper kernel's splits not merged in a cluster merged by the last of a unit's blocks to finish (an arrival
-    // count a unit in the workspace, merge_counters, tagged with this launch's merge_epoch), not by the combine kernel
-    // (FLASHATTN_KVC_LAST_MERGE=1; kvc_last_arrival in sm90/kvcache_sm90_kernel.cuh).
+    // flag a split of each unit in the workspace, merge_flags, holding this launch's merge_epoch once set), not by
+    // the combine kernel (FLASHATTN_KVC_LAST_MERGE=1; kvc_all_arrived in sm90/kvcache_sm90_kernel.cuh).
     bool merge_by_last = false;
     uint32_t merge_epoch = 0;
-    unsigned long long* merge_counters = nullptr;
+    uint32_t* merge_flags = nullptr;  // (row blocks x kv-head groups of the grid, num_splits)
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)

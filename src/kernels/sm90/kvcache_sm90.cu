@@ -167,9 +167,9 @@ bool kvc_k_fold(const AttnParams& p, const KvcPlan& plan) {
     return p.block_table && plan.head_group == 1 && T::kBoxes == 2 && p.head_dim == 2 * T::kBoxCols && contiguous;
 }
 
-// A tag for one launch's arrival counts (KvcPlan::merge_epoch, kvc_last_arrival): one counter for every instance,
-// its 24 bits never 0, so that stale counts in the caller's workspace do not carry it. A captured graph keeps its
-// capture's tag and replays it; each call leaves its counts at 0.
+// A tag for one launch's arrival flags (KvcPlan::merge_epoch, kvc_all_arrived): one counter for every instance, its
+// 24 bits never 0, so that stale flags in the caller's workspace do not carry it. A captured graph keeps its capture's
+// tag and replays it; each call leaves its flags clear.
 uint32_t next_merge_epoch() {
     static std::atomic<uint32_t> launches{0};
     constexpr uint32_t kEpochMask = (1u << 24) - 1;

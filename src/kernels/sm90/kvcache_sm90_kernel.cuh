@@ -27,7 +27,7 @@
 // are usually one thread block cluster and merge there (kvc_cluster_merge below); otherwise each block writes its
 // normalised partial O and LSE in fp32 to the workspace and sm80/kvcache_combine.cuh merges them, as for the
 // Ampere-class kernel, or (KvcPlan::merge_by_last, for measurement) the unit's last block to finish does
-// (kvc_last_arrival, kvc_last_merge below).
+// (kvc_all_arrived, kvc_last_merge below).
 #pragma once
 
 #include <cuda.h>
@@ -209,88 +209,110 @@ __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const Kvc
 }
 
 // Splits merged by the unit's last block to finish (KvcPlan::merge_by_last), the combine kernel's work without a
-// second kernel. Each block counts its arrival in the unit's 64-bit slot of the workspace once its partial rows are
-// written: [kKvcArrivalTag][epoch, 24 bits][count, 8 bits]. The caller's workspace is not zeroed, so a count counts
-// only under this launch's tag (KvcPlan::merge_epoch: from a launch counter, never 0, the same again only after 2^24
-// launches); the first block to arrive finds anything else there and starts the count at 1. The last resets the
-// slot to 0, so a graph's replays (its capture's tag each time, on the same memory) count from 0. True for
-// the block that arrived last; it then reads every split's rows. The count's field holds up to 255 splits
-// (kernels/dispatch.cpp caps them at kKvcMaxSplits, 128).
-constexpr unsigned long long kKvcArrivalTag = 0x6b766d67ull;  // "kvmg"
-constexpr int kKvcArrivalCountBits = 8, kKvcArrivalEpochBits = 24;
-__device__ __forceinline__ bool kvc_last_arrival(unsigned long long* slot, uint32_t epoch, int splits) {
-    constexpr unsigned long long kCountMask = (1ull << kKvcArrivalCountBits) - 1;
-    const unsigned long long tag =
-        (kKvcArrivalTag << 32) |
-        (static_cast<unsigned long long>(epoch & ((1u << kKvcArrivalEpochBits) - 1)) << kKvcArrivalCountBits);
-    unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(slot);
-    for (;;) {
-        const unsigned long long want = ((seen & ~kCountMask) == tag ? seen : tag) + 1;
-        const unsigned long long got = atomicCAS(slot, seen, want);
-        if (got == seen) {
-            const bool last = static_cast<int>(want & kCountMask) == splits;
-            if (last) atomicExch(slot, 0ull);
-            return last;
-        }
-        seen = got;
-    }
+// second kernel. Each block, once its partial rows are written, sets its split's flag (one 32-bit word a split of each
+// unit, in the workspace) to this launch's tag, then reads the unit's other flags: a block that finds them all set
+// merges. Of two blocks that finish together at least the later one sees both flags (each fences between storing its
+// own flag and reading the others': the store-buffering case, which fence.sc rules out), so some block merges; when
+// two do, they write the same values. Why flags and not a count of arrivals: a count is a read-modify-write of one
+// word by every split, and with a compare-and-swap (the count carried this launch's tag, below) the retries queued
+// behind each other: at 29-32 splits a call took ~7 us longer than with the combine kernel (bench/NOTES.md,
+// "kv-cache: the last-block merge"). The caller's workspace is not zeroed, so a flag counts only when it holds this
+// launch's tag (KvcPlan::merge_epoch: from a launch counter, never 0, the same again only after 2^24 launches), and
+// the merging block clears the unit's flags, so that a graph's replays (its capture's tag each time, on the same
+// memory) start from clear flags.
+constexpr uint32_t kKvcArrivalTag = 0x6bu << 24;  // 'k' over the epoch's 24 bits
+constexpr uint32_t kKvcArrivalEpochMask = (1u << 24) - 1;
+__device__ __forceinline__ uint32_t kvc_arrival_tag(uint32_t epoch) {
+    return kKvcArrivalTag | (epoch & kKvcArrivalEpochMask);
+}
+
+// One thread's, after each consumer thread has fenced its partial rows and the consumers have met at a barrier:
+// whether every split of the unit has arrived (`flags`: the unit's). The loads go out eight at a time, unconditionally.
+__device__ __forceinline__ bool kvc_all_arrived(uint32_t* flags, uint32_t tag, int split, int splits) {
+    constexpr int kLoadsTogether = 8;
+    ptx::st_relaxed_gpu_u32(flags + split, tag);
+    __threadfence();  // this block's flag out before it reads the others'
+    bool all = true;
+#pragma unroll kLoadsTogether
+    for (int s = 0; s < splits; ++s) all &= ptx::ld_relaxed_gpu_u32(flags + s) == tag;
+    if (all)
+        for (int s = 0; s < splits; ++s) ptx::st_relaxed_gpu_u32(flags + s, 0);
+    return all;
 }
 
 // The last block's merge: every split's partial row of each of the unit's rows (the workspace, as the combine kernel
 // reads it: (split, batch, head, token) rows of head_dim_v floats and their LSEs), a consumer thread a (row, 4-column
-// chunk) item, the splits kGroup at a time with their loads issued together and merged online (the running max and
-// sum rescaled by group): each group is a round trip to L2, so kvc_last_merge takes groups of 16 past 8 splits (the
-// combine kernel's 29-32 splits in two). Loads bypass L1 (ld.global.cg): the other blocks' rows were written from
-// other SMs.
-template <int kGroup, class T, typename Elem>
+// chunk) item, merged online (the running max and sum rescaled by group). Each group of loads is a round trip to L2,
+// so they go out kLoads at a time: kGroup splits of kItems items (a thread has several items when the unit has more
+// than 4 packed rows at head dim 128), 8 x 2 up to 8 splits, 16 x 1 past them (the combine kernel's 29-32 splits in
+// two). Items past the last and splits past n load the last ones again (unconditional loads; weight 0 for the
+// splits, no store for the items). Loads bypass L1 (ld.global.cg): the other blocks' rows were written from other
+// SMs.
+template <int kGroup, int kItems, class T, typename Elem>
 __device__ __forceinline__ void kvc_last_merge_by(const AttnParams& p, const KvcPlan& plan, const KvcBlock& blk,
                                                   int tid) {
     constexpr int kColsPerItem = 4;
     const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks, n = plan.num_splits;
     const int64_t rows_per_split = int64_t(p.batch) * p.nheads * p.seqlen_q;
-    for (int item = tid; item < items; item += T::kConsumerThreads) {
-        const int local = item / chunks, col = item % chunks * kColsPerItem;
-        const int packed = blk.m0 + local, token = blk.token_of(packed), head = blk.head_of(packed);
-        const int64_t row = (int64_t(blk.b) * p.nheads + head) * p.seqlen_q + token;  // split 0's
-        float max_lse = -INFINITY, weight_sum = 0.f;
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int s0 = 0; s0 < n; s0 += kGroup) {
-            float lse[kGroup];
-            float4 o[kGroup];
+    for (int item0 = tid; item0 < items; item0 += kItems * T::kConsumerThreads) {
+        int token[kItems], head[kItems], col[kItems];
+        int64_t row[kItems];  // split 0's
+        float max_lse[kItems], weight_sum[kItems];
+        float4 acc[kItems];
 #pragma unroll
-            for (int j = 0; j < kGroup; ++j) {  // every load of the group issued before any is used
-                const int split = min(s0 + j, n - 1);
-                const int64_t at = split * rows_per_split + row;
-                lse[j] = s0 + j < n ? __ldcg(plan.lse_accum + at) : -INFINITY;
-                o[j] = __ldcg(reinterpret_cast<const float4*>(plan.o_accum + at * p.head_dim_v + col));
-            }
-            float group_max = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < kGroup; ++j) group_max = fmaxf(group_max, lse[j]);
-            const float new_max = fmaxf(max_lse, group_max);
-            if (new_max == -INFINITY) continue;  // no split so far saw a key
-            const float rescale = expf(max_lse - new_max);  // 0 while max_lse is -inf
-            weight_sum *= rescale;
-            acc.x *= rescale, acc.y *= rescale, acc.z *= rescale, acc.w *= rescale;
-#pragma unroll
-            for (int j = 0; j < kGroup; ++j) {
-                const float w = expf(lse[j] - new_max);  // 0 past n (lse -inf)
-                weight_sum += w;
-                acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
-            }
-            max_lse = new_max;
+        for (int i = 0; i < kItems; ++i) {
+            const int item = min(item0 + i * T::kConsumerThreads, items - 1);
+            const int packed = blk.m0 + item / chunks;
+            token[i] = blk.token_of(packed), head[i] = blk.head_of(packed), col[i] = item % chunks * kColsPerItem;
+            row[i] = (int64_t(blk.b) * p.nheads + head[i]) * p.seqlen_q + token[i];
+            max_lse[i] = -INFINITY, weight_sum[i] = 0.f, acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
         }
-        kvc_store_merged<Elem>(p, blk.b, token, head, col, acc, weight_sum, max_lse);
+        for (int s0 = 0; s0 < n; s0 += kGroup) {
+            float lse[kItems][kGroup];
+            float4 o[kItems][kGroup];
+#pragma unroll
+            for (int i = 0; i < kItems; ++i)
+#pragma unroll
+                for (int j = 0; j < kGroup; ++j) {  // every load of the group issued before any is used
+                    const int64_t at = min(s0 + j, n - 1) * rows_per_split + row[i];
+                    lse[i][j] = s0 + j < n ? __ldcg(plan.lse_accum + at) : -INFINITY;
+                    o[i][j] = __ldcg(reinterpret_cast<const float4*>(plan.o_accum + at * p.head_dim_v + col[i]));
+                }
+#pragma unroll
+            for (int i = 0; i < kItems; ++i) {
+                float group_max = -INFINITY;
+#pragma unroll
+                for (int j = 0; j < kGroup; ++j) group_max = fmaxf(group_max, lse[i][j]);
+                const float new_max = fmaxf(max_lse[i], group_max);
+                if (new_max == -INFINITY) continue;  // no split so far saw a key
+                const float rescale = expf(max_lse[i] - new_max);  // 0 while max_lse is -inf
+                float4& a = acc[i];
+                weight_sum[i] *= rescale;
+                a.x *= rescale, a.y *= rescale, a.z *= rescale, a.w *= rescale;
+#pragma unroll
+                for (int j = 0; j < kGroup; ++j) {
+                    const float w = expf(lse[i][j] - new_max);  // 0 past n (lse -inf)
+                    weight_sum[i] += w;
+                    a.x += w * o[i][j].x, a.y += w * o[i][j].y, a.z += w * o[i][j].z, a.w += w * o[i][j].w;
+                }
+                max_lse[i] = new_max;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < kItems; ++i)
+            if (item0 + i * T::kConsumerThreads < items)
+                kvc_store_merged<Elem>(p, blk.b, token[i], head[i], col[i], acc[i], weight_sum[i], max_lse[i]);
     }
 }
 
 template <class T, typename Elem>
 __device__ __forceinline__ void kvc_last_merge(const AttnParams& p, const KvcPlan& plan, const KvcBlock& blk,
                                                int tid) {
+    constexpr int kLoads = 16;  // 16-byte loads a thread has in flight (64 registers; the main loop's are free)
     if (plan.num_splits <= kKvcPortableCluster)
-        kvc_last_merge_by<kKvcPortableCluster, T, Elem>(p, plan, blk, tid);
+        kvc_last_merge_by<kKvcPortableCluster, kLoads / kKvcPortableCluster, T, Elem>(p, plan, blk, tid);
     else
-        kvc_last_merge_by<kKvcClusterMax, T, Elem>(p, plan, blk, tid);
+        kvc_last_merge_by<kLoads, 1, T, Elem>(p, plan, blk, tid);
 }
 
 // A thread's columns of one row in the epilogue (two adjacent columns of each n8 tile, from column 2 * tig):
@@ -719,15 +741,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         }
     }
     if (partial && plan.merge_by_last) {
-        // Each thread's rows visible GPU-wide before the unit's count moves; the count by one thread once all have
-        // stored; the last block's reads after its own fence.
+        // Each thread's rows visible GPU-wide before the block's flag; the flags by one thread once all have stored;
+        // the merging block's reads after its own fence.
         __threadfence();
         ptx::named_barrier_sync<1>(T::kConsumerThreads);
         bool last = false;
         if (tid == 0) {
-            last = kvc_last_arrival(plan.merge_counters + blockIdx.y * gridDim.x + blockIdx.x, plan.merge_epoch,
-                                    plan.num_splits);
-            __threadfence();  // the count read before the barrier hands the news on (as a grid barrier does)
+            last = kvc_all_arrived(plan.merge_flags + (blockIdx.y * gridDim.x + blockIdx.x) * plan.num_splits,
+                                   kvc_arrival_tag(plan.merge_epoch), split, plan.num_splits);
+            __threadfence();  // the flags read before the barrier hands the news on (as a grid barrier does)
         }
         if (ptx::named_barrier_any<1>(last, T::kConsumerThreads)) {
             __threadfence();
