@@ -326,11 +326,6 @@ def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capf
         assert plans[""] == plans["0"], plans
 
 
-# The arrival flags of the last-block merge (kvc_all_arrived in sm90/kvcache_sm90_kernel.cuh) are 32-bit words that
-# hold a launch's tag once its block has arrived: this byte over the launch's 24-bit epoch.
-ARRIVAL_TAG = 0x6B << 24
-
-
 def filled_allocator(fill):
     """An allocator for flashattn's scratch memory that hands out buffers filled with `fill`: "ff" (every byte 0xFF),
     "random" (seeded random bytes), or an int (every 4-byte word that value)."""
@@ -387,12 +382,12 @@ def test_splits_merged_by_the_last_block(device, num_splits, cluster, page_size,
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the last-block merge is the GPU kernel's")
-@pytest.mark.parametrize("fill", ["ff", "random", ARRIVAL_TAG | 1, ARRIVAL_TAG | 2])
+@pytest.mark.parametrize("fill", ["ff", "random", 1, 2])
 def test_last_block_merge_from_any_workspace(fill, monkeypatch, capfd):
     # The last-block merge flags each split's arrival in the caller's workspace, which nothing zeroes: whatever it
-    # holds (0xFF bytes, random bytes, every flag set under the tag of epoch 1 or 2, which the first launches of a
-    # process carry: a block that trusted them would merge before the other splits have written), the results are the
-    # reference's. Then, with torch's own scratch memory, a CUDA graph replayed three times: the same workspace and the
+    # holds (0xFF bytes, random bytes, every 32-bit flag set to 1 or 2: the tags a launch counter starting from 1
+    # would hand out first, in every process; a block that trusted them would merge before the other splits have
+    # written; the counter starts at random), the results are the reference's. Then, with torch's own scratch memory, a CUDA graph replayed three times: the same workspace and the
     # capture's tag each time, so each replay finds the flags as the last left them (cleared by the merging block):
     # equal to the bit to an eager call.
     monkeypatch.setenv("FLASHATTN_KVC_LAST_MERGE", "1")

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <random>
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/elem_type.cuh"
@@ -167,14 +168,15 @@ bool kvc_k_fold(const AttnParams& p, const KvcPlan& plan) {
     return p.block_table && plan.head_group == 1 && T::kBoxes == 2 && p.head_dim == 2 * T::kBoxCols && contiguous;
 }
 
-// A tag for one launch's arrival flags (KvcPlan::merge_epoch, kvc_all_arrived): one counter for every instance, its
-// 24 bits never 0, so that stale flags in the caller's workspace do not carry it. A captured graph keeps its capture's
-// tag and replays it; each call leaves its flags clear.
+// A tag for one launch's arrival flags (KvcPlan::merge_epoch, kvc_all_arrived): one counter for every instance,
+// never 0, so that stale flags in the caller's workspace do not carry it. It starts from a random value: stale flags
+// left by another process (a launch stopped part-way) hold its tags, which from a counter starting at 1 would be the
+// first ones this process hands out. A captured graph keeps its capture's tag and replays it; each call leaves its
+// flags clear.
 uint32_t next_merge_epoch() {
-    static std::atomic<uint32_t> launches{0};
-    constexpr uint32_t kEpochMask = (1u << 24) - 1;
+    static std::atomic<uint32_t> launches{std::random_device{}()};
     for (;;) {
-        const uint32_t epoch = (launches.fetch_add(1, std::memory_order_relaxed) + 1) & kEpochMask;
+        const uint32_t epoch = launches.fetch_add(1, std::memory_order_relaxed) + 1;
         if (epoch != 0) return epoch;
     }
 }

@@ -214,20 +214,14 @@ __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const Kvc
 // merges. Of two blocks that finish together at least the later one sees both flags (each fences between storing its
 // own flag and reading the others': the store-buffering case, which fence.sc rules out), so some block merges; when
 // two do, they write the same values. Why flags and not a count of arrivals: a count is a read-modify-write of one
-// word by every split, and with a compare-and-swap (the count carried this launch's tag, below) the retries queued
-// behind each other: at 29-32 splits a call took ~7 us longer than with the combine kernel (bench/NOTES.md,
-// "kv-cache: the last-block merge"). The caller's workspace is not zeroed, so a flag counts only when it holds this
-// launch's tag (KvcPlan::merge_epoch: from a launch counter, never 0, the same again only after 2^24 launches), and
-// the merging block clears the unit's flags, so that a graph's replays (its capture's tag each time, on the same
-// memory) start from clear flags.
-constexpr uint32_t kKvcArrivalTag = 0x6bu << 24;  // 'k' over the epoch's 24 bits
-constexpr uint32_t kKvcArrivalEpochMask = (1u << 24) - 1;
-__device__ __forceinline__ uint32_t kvc_arrival_tag(uint32_t epoch) {
-    return kKvcArrivalTag | (epoch & kKvcArrivalEpochMask);
-}
-
+// word by every split, and as a compare-and-swap (the count has to carry the launch's tag too) its retries queued
+// behind each other at 29-32 splits: ~5 us a call more than flags (bench/NOTES.md, "kv-cache: the last-block
+// merge"). The caller's workspace is not zeroed, so a flag counts only when it holds this launch's tag
+// (KvcPlan::merge_epoch: from a launch counter, never 0), and the merging block clears the unit's flags, so that a
+// graph's replays (its capture's tag each time, on the same memory) start from clear flags.
+//
 // One thread's, after each consumer thread has fenced its partial rows and the consumers have met at a barrier:
-// whether every split of the unit has arrived (`flags`: the unit's). The loads go out eight at a time, unconditionally.
+// whether every split of the unit has arrived (`flags`: the unit's; the loads go out eight at a time).
 __device__ __forceinline__ bool kvc_all_arrived(uint32_t* flags, uint32_t tag, int split, int splits) {
     constexpr int kLoadsTogether = 8;
     ptx::st_relaxed_gpu_u32(flags + split, tag);
@@ -748,7 +742,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         bool last = false;
         if (tid == 0) {
             last = kvc_all_arrived(plan.merge_flags + (blockIdx.y * gridDim.x + blockIdx.x) * plan.num_splits,
-                                   kvc_arrival_tag(plan.merge_epoch), split, plan.num_splits);
+                                   plan.merge_epoch, split, plan.num_splits);
             __threadfence();  // the flags read before the barrier hands the news on (as a grid barrier does)
         }
         if (ptx::named_barrier_any<1>(last, T::kConsumerThreads)) {
