@@ -326,7 +326,9 @@ constexpr const char* kKvcClusterVariable = "FLASHATTN_KVC_CLUSTER";
 constexpr const char* kKvcFitClusterVariable = "FLASHATTN_KVC_FIT_CLUSTER";
 
 // FLASHATTN_KVC_LAST_MERGE=1: the Hopper kernel's splits that do not merge in a cluster merged by each unit's last
-// block to finish rather than by the combine kernel (KvcPlan::merge_by_last; for measurement).
+// block to finish rather than by the combine kernel (KvcPlan::merge_by_last; for measurement: on the H200 it was no
+// faster than the combine kernel at 8 splits and 2-9 us slower at 29-32; bench/NOTES.md, "kv-cache: the last-block
+// merge").
 constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
