@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -173,8 +174,16 @@ bool kvc_k_fold(const AttnParams& p, const KvcPlan& plan) {
 // left by another process (a launch stopped part-way) hold its tags, which from a counter starting at 1 would be the
 // first ones this process hands out. A captured graph keeps its capture's tag and replays it; each call leaves its
 // flags clear.
+uint32_t first_merge_epoch() {
+    try {
+        return std::random_device{}();
+    } catch (...) {  // no entropy source: the clock's low bits
+        return static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+}
+
 uint32_t next_merge_epoch() {
-    static std::atomic<uint32_t> launches{std::random_device{}()};
+    static std::atomic<uint32_t> launches{first_merge_epoch()};
     for (;;) {
         const uint32_t epoch = launches.fetch_add(1, std::memory_order_relaxed) + 1;
         if (epoch != 0) return epoch;
