@@ -387,9 +387,9 @@ def test_last_block_merge_from_any_workspace(fill, monkeypatch, capfd):
     # The last-block merge flags each split's arrival in the caller's workspace, which nothing zeroes: whatever it
     # holds (0xFF bytes, random bytes, every 32-bit flag set to 1 or 2: the tags a launch counter starting from 1
     # would hand out first, in every process; a block that trusted them would merge before the other splits have
-    # written; the counter starts at random), the results are the reference's. Then, with torch's own scratch memory, a CUDA graph replayed three times: the same workspace and the
-    # capture's tag each time, so each replay finds the flags as the last left them (cleared by the merging block):
-    # equal to the bit to an eager call.
+    # written; the counter starts at random), the results are the reference's. Then, with torch's own scratch memory,
+    # a CUDA graph replayed three times: the same workspace and the capture's tag each time, so each replay finds the
+    # flags as the last left them (cleared by the merging block): equal to the bit to an eager call.
     monkeypatch.setenv("FLASHATTN_KVC_LAST_MERGE", "1")
     torch_allocator = flashattn._ops._allocator_for
     monkeypatch.setattr(flashattn._ops, "_allocator_for", filled_allocator(fill))
