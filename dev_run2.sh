@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scratch: every suite at HEAD (ctest beside pytest), then the whole decode sweep
+# scratch: compute-sanitizer memcheck over the kv-cache suites at HEAD, then the decode sweep again
 set -u
 root=$(pwd); L=$OUT/logs; mkdir -p $L
 trap 'cd $OUT && tar czf logs.tar.gz logs && rm -rf logs' EXIT
@@ -10,9 +10,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $L/env.t
 ( cmake -S . -B /tmp/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_CUDA_ARCHS=90a -DFLASHATTN_BUILD_PYTHON=OFF -DFLASHATTN_BUILD_TESTS=ON > $L/cmake.log 2>&1 && cmake --build /tmp/b -j 6 >> $L/cmake.log 2>&1; echo cmake rc $? >> $L/steps.txt ) &
 wait; el built
 cd /tmp; export PYTHONPATH=/tmp/site
-lim=$(( 520 - ($(date +%s) - t0) ))
-( timeout $lim ctest --test-dir /tmp/b -j 6 --output-on-failure > $L/ctest.log 2>&1; el "ctest rc $? $(grep -a 'tests passed\|tests failed' $L/ctest.log)" ) &
-( timeout $lim python3 -m pytest -q -rfEs -p no:cacheprovider --rootdir $root $root/tests/python -n 10 --durations=40 > $L/pytest.log 2>&1; el "pytest rc $? $(tail -1 $L/pytest.log)" ) &
+lim=$(( 480 - ($(date +%s) - t0) ))
+for t in test_kernels test_api; do
+  ( timeout $lim compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/b/tests/$t --gtest_filter='GpuKvc*:Kvc*:*KvCache*' > $L/memcheck_$t.log 2>&1; el "memcheck $t rc $? $(grep -a 'ERROR SUMMARY' $L/memcheck_$t.log | tail -1) $(grep -a 'PASSED\|FAILED' $L/memcheck_$t.log | tail -2 | tr '\n' ' ')" ) &
+done
+( timeout $lim compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -rfE -p no:cacheprovider --rootdir $root $root/tests/python/test_kvcache.py -k "cuda and (paged or split or no_key or last_block or fitted or append)" > $L/memcheck_py.log 2>&1; el "memcheck pytest rc $? $(grep -a 'ERROR SUMMARY' $L/memcheck_py.log | tail -1) $(tail -1 $L/memcheck_py.log)" ) &
 wait
 left=$(( 585 - ($(date +%s) - t0) )); el "left $left"
 if [ $left -gt 45 ]; then timeout $left python3 $root/bench/bench_decode.py --out $L/sweep > $L/sweep.log 2>&1; el "sweep rc $?"; fi
