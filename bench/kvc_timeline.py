@@ -37,7 +37,7 @@ import bench_decode as bd  # noqa: E402  (graph_of)
 EVENTS = ["start", "first_issue", "q_ready", "first_k", "first_pv", "last_k", "last_v", "last_pv", "stored",
           "init_done", "synced", "sm", "global_start", "global_end", "unit", "split", "epilogue", "producer", "pieces",
           "page_read", "order_begin0", "order_read0", "order_sorted0", "order_begin1", "order_read1", "order_sorted1",
-          "merging", "global_merging"]
+          "merging", "global_merging"] + [f"progress{k}" for k in range(9)] + ["tiles"]
 MAX_BLOCKS = 8192  # kKvcTimelineBlocks
 PHASES = [("start", "init_done"), ("start", "synced"), ("start", "producer"), ("producer", "pieces"),
           ("pieces", "page_read"), ("page_read", "first_issue"), ("start", "first_issue"), ("start", "q_ready"),
@@ -111,6 +111,7 @@ def summarise(rows, label, kernel_us):
     print(f"   SMs used: {sms}")
     balance(rows, ev, t0)
     cluster_tail(rows, ev, t0, clock)
+    stream_rate(rows, ev, t0)
 
 
 def cluster_tail(rows, ev, t0, clock):
@@ -145,6 +146,67 @@ def cluster_tail(rows, ev, t0, clock):
     latest = max(at(r, "epilogue") for r in rows)
     print(f"   the last unit ({unit}): last split's epilogue at {epilogue:.2f} us, merge started "
           f"{merging:.2f}, ended {end:.2f}; the latest epilogue of any block {latest:.2f}")
+
+
+PROGRESS_MARKS = 9  # kvc_progress's: K tile k (tiles - 1) / 8 of a block's tiles, k = 0 ... 8
+TILE_BYTES = 2 * 64 * 128 * 2  # a tile's K and V: 64 key-rows of head dim 128 in bf16 (inputs()'s shapes)
+RATE_BINS = 24
+
+
+def stream_rate(rows, ev, t0):
+    """Whether the grid reads as fast at its end as through its middle. Each block marks the global time at nine of
+    its K tiles' landings (0, an eighth of its tiles, ..., its last); between two marks it is taken to read at a steady
+    rate. Summed over the blocks in RATE_BINS bins from the first mark to the last: the grid's read rate (TB/s, K and
+    V) and the blocks still streaming. If the blocks that end late read no faster once the early ones have ended, the
+    rate falls in the last bins, and work moved to the early SMs would end the call sooner; if it holds, the
+    late blocks took up what the early ones left. Then, by SMs in index order 16 at a time (neighbouring indices tend
+    to share a GPC), the mean rate of their blocks (GB/s a block) over the first half of each stream, the second half,
+    and its last eighth."""
+    marks = [ev[f"progress{k}"] for k in range(PROGRESS_MARKS)]
+    blocks = []
+    for r in rows:
+        tiles = r[ev["tiles"]]
+        if tiles < PROGRESS_MARKS or not all(r[m] for m in marks):
+            continue
+        at = [(r[m] - t0) / 1e3 for m in marks]
+        done = [k * (tiles - 1) // (PROGRESS_MARKS - 1) for k in range(PROGRESS_MARKS)]
+        blocks.append((r[ev["sm"]], at, done))
+    if not blocks:
+        print("   stream rate: no block marked its progress (a build without it, or blocks of fewer than 9 tiles)")
+        return
+    first, last = min(b[1][0] for b in blocks), max(b[1][-1] for b in blocks)
+    width = (last - first) / RATE_BINS
+    rate, active = [0.0] * RATE_BINS, [0] * RATE_BINS
+    for _, at, done in blocks:
+        for k in range(PROGRESS_MARKS - 1):
+            t_a, t_b = at[k], at[k + 1]
+            if t_b <= t_a:
+                continue
+            per_us = (done[k + 1] - done[k]) * TILE_BYTES / (t_b - t_a)  # bytes a microsecond
+            for i in range(RATE_BINS):
+                lo, hi = first + i * width, first + (i + 1) * width
+                overlap = min(hi, t_b) - max(lo, t_a)
+                if overlap > 0:
+                    rate[i] += per_us * overlap / width
+        for i in range(RATE_BINS):
+            lo, hi = first + i * width, first + (i + 1) * width
+            if at[0] < hi and at[-1] > lo:
+                active[i] += 1
+    print(f"   the grid's read rate ({len(blocks)} blocks, K tile landings), {width:.1f} us bins from "
+          f"{first:.1f} us:")
+    print("     " + " ".join(f"{x / 1e6:5.2f}" for x in rate) + "  TB/s")
+    print("     " + " ".join(f"{n:5d}" for n in active) + "  blocks streaming")
+
+    def gbs(at, done, a, b):  # GB/s between marks a and b
+        return (done[b] - done[a]) * TILE_BYTES / (at[b] - at[a]) / 1e3 if at[b] > at[a] else float("nan")
+    groups = {}
+    for sm, at, done in blocks:
+        groups.setdefault(sm // 16, []).append((gbs(at, done, 0, 4), gbs(at, done, 4, 8), gbs(at, done, 7, 8),
+                                                at[-1]))
+    print("   by SM index / 16: GB/s a block over the first half, second half, last eighth; mean last landing (us)")
+    for g, v in sorted(groups.items()):
+        mean = lambda i: statistics.mean(x[i] for x in v)
+        print(f"     {g}: {mean(0):6.1f} {mean(1):6.1f} {mean(2):6.1f}  {mean(3):7.1f}  ({len(v)} blocks)")
 
 
 def correlation(pairs):

@@ -589,6 +589,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::mbarrier_wait(&s.k_full[j % T::kKStages], (j / T::kKStages) % 2);
         if (marks && j == 0) kvc_mark(kKvFirstK);
         if (marks && j == tiles - 1) kvc_mark(kKvLastK);
+        if (marks) kvc_progress(j, tiles);
         issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[j % T::kKStages][0]), k_group_bytes, k_box_bytes);
     };
     auto s_done = [&](int j) {

@@ -82,6 +82,10 @@ enum KvcEvent : int {
     kKvMerging,        // consumer thread 0: every split of its unit has written its partial rows (its cluster's
                        // barrier passed, or this block arrived last: KvcPlan::merge_by_last)
     kKvGlobalMerging,  // %globaltimer at kKvMerging (ns)
+    kKvProgress0,      // consumer thread 0: %globaltimer (ns) as K tile j lands, for nine tiles evenly spaced from the
+                       // first to the last (kvc_progress): a block's rate through its stream, and the grid's together
+    kKvProgress8 = kKvProgress0 + 8,
+    kKvTiles,          // the block's key tiles (a count, not a time)
     kKvEvents
 };
 constexpr int kKvcTimelineBlocks = 8192;
@@ -147,6 +151,22 @@ __device__ __forceinline__ void kvc_mark(int event) {
         // one's.
         for (int e = kKvOrderBegin0; e <= kKvOrderSorted1; ++e) g_kvc_timeline[block][e] = 0;
         g_kvc_timeline[block][kKvMerging] = g_kvc_timeline[block][kKvGlobalMerging] = 0;  // unsplit blocks have none
+        for (int e = kKvProgress0; e <= kKvTiles; ++e) g_kvc_timeline[block][e] = 0;  // a block of no tiles
+    }
+}
+
+// K tile j of a block's `tiles` has landed: where j is the k-th of nine evenly spaced tiles (k (tiles - 1) / 8, k = 0
+// ... 8), %globaltimer into kKvProgress0 + k; and the count into kKvTiles.
+__device__ __forceinline__ void kvc_progress(int j, int tiles) {
+    const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    if (block >= kKvcTimelineBlocks) return;
+    if (j == 0) g_kvc_timeline[block][kKvTiles] = tiles;
+    constexpr int kMarks = kKvProgress8 - kKvProgress0 + 1;
+    unsigned long long t = 0;
+    for (int k = 0; k < kMarks; ++k) {
+        if (j != k * (tiles - 1) / (kMarks - 1)) continue;
+        if (t == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        g_kvc_timeline[block][kKvProgress0 + k] = t;
     }
 }
 #else
@@ -154,6 +174,7 @@ __device__ __forceinline__ void timeline_mark(int) {}
 __device__ __forceinline__ void tile_mark(int, int) {}
 __device__ __forceinline__ void kvc_hold(int) {}
 __device__ __forceinline__ void kvc_mark(int) {}
+__device__ __forceinline__ void kvc_progress(int, int) {}
 #endif
 
 }  // namespace flashattn::kernels
