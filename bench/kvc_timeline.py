@@ -16,9 +16,10 @@ For each shape (batch, kv heads, cache length; 32 query heads, head dim 128, bf1
 size (0: dense), runs flash_attn_with_kvcache a few times and reads the last launch's timestamps. Prints, over the
 blocks, the median and mean microseconds of each phase (consumer thread 0's view from Q on), when blocks started and
 ended against the first block's start, and the kernel's time by CUDA events (the L2 flushed before it, as
-bench/bench_decode.py times a call). With --graph the call is replayed from a CUDA graph behind a GPU sleep, so the
-events hold the GPU's time alone, and "outside its blocks' span" (the events' time less the first block's start to the
-last block's end: the launch, and whatever the call waits for after its last block) is worth reading.
+bench/bench_decode.py times a call; with FLASHATTN_BENCH_FLUSH=read the flush reads its buffer, as there). With
+--graph the call is replayed from a CUDA graph behind a GPU sleep, so the events hold the GPU's time alone, and
+"outside its blocks' span" (the events' time less the first block's start to the last block's end: the launch, and
+whatever the call waits for after its last block) is worth reading.
 """
 import argparse
 import ctypes
@@ -299,7 +300,10 @@ def main():
             for _ in range(args.calls):
                 if args.graph:
                     torch.cuda._sleep(GATE_CYCLES)  # the GPU busy while the host queues the flush and the call
-                flush.zero_()
+                if bd.FLUSH_BY_READING:  # FLASHATTN_BENCH_FLUSH=read: L2 left full of clean lines
+                    flush.view(torch.int64).sum()
+                else:
+                    flush.zero_()
                 if warm:
                     warm()
                 start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
