@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scratch: where the paged grids' GPC imbalance comes from (page order, tiles ahead), timelines and graph timings
+# scratch: the first tens of microseconds of a call after the memset flush against the reading one (timelines), and
+# both flushes' graph timings beside cuDNN's
 set -u
 root=$(pwd); L=$OUT/logs; mkdir -p $L
 trap 'cd $OUT && tar czf logs.tar.gz logs && rm -rf logs' EXIT
@@ -11,9 +12,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $L/env.t
 wait; el built
 cd /tmp
 T=$root/bench/kvc_timeline.py
-for v in default PAGE_ORDER=0 AHEAD=1; do
-  envs=(); [ $v != default ] && envs=(FLASHATTN_KVC_$v)
-  env "${envs[@]}" PYTHONPATH=/tmp/site_tl FLASHATTN_KVC_PRINT_PLAN=1 timeout 60 python3 $T --graph --calls 1 --shapes 4,8,65536 16,8,16384 16,8,65536 --pages 16 64 > $L/tl_$v.txt 2>&1; el "timeline $v rc $?"
+for fl in zero read; do
+  FLASHATTN_BENCH_FLUSH=$fl PYTHONPATH=/tmp/site_tl timeout 60 python3 $T --graph --calls 2 --shapes 16,8,4096 4,8,65536 1,8,4096 --pages 0 16 > $L/tl_$fl.txt 2>&1; el "timeline $fl rc $?"
+  FLASHATTN_BENCH_FLUSH=$fl PYTHONPATH=/tmp/site timeout 120 python3 $root/bench/decode_splits.py --shapes 16:8:4096 16:8:4096:16 4:32:4096:16 4:8:65536 4:8:65536:16 1:32:65536:16 1:8:1024 1:8:4096 64:8:1024 64:32:4096 --splits 0 --json $L/splits_$fl.json > $L/splits_$fl.txt 2>&1; el "decode_splits $fl rc $?"
 done
-PYTHONPATH=/tmp/site timeout 200 python3 $root/bench/decode_splits.py --shapes 4:8:65536 4:8:65536:16 4:8:65536:64 1:32:65536:16 16:8:16384:16 16:8:65536:16 16:8:65536:64 64:8:16384:16 16:8:4096:16 --splits 0 --env order0=FLASHATTN_KVC_PAGE_ORDER:0 --env ahead1=FLASHATTN_KVC_AHEAD:1 --json $L/splits.json > $L/splits.txt 2>&1; el "decode_splits rc $?"
 el done
