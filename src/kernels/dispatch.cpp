@@ -331,6 +331,13 @@ constexpr const char* kKvcFitClusterVariable = "FLASHATTN_KVC_FIT_CLUSTER";
 // merge").
 constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
 
+// FLASHATTN_KVC_BALANCE=n: the Hopper kernel's splits take their unit's tiles n at a time from a counter the unit's
+// blocks share (KvcPlan::balance_tiles), rather than a fixed share each (for measurement). Why try it: on the H200
+// the whole ring's paged grids read faster on some groups of SMs than on others, and their last blocks end 10-20 us
+// after the mean on calls of ~250 us, with the grid's rate falling over that tail (bench/NOTES.md, "kv-cache: the
+// SM groups of the paged grids").
+constexpr const char* kKvcBalanceVariable = "FLASHATTN_KVC_BALANCE";
+
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
 // tiles_in_flight: the Hopper kernel's stages, for kvc_latency_splits (its splits merge in a cluster) and
@@ -400,6 +407,8 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const char* last_merge = std::getenv(kKvcLastMergeVariable);
     plan.merge_by_last = cluster_capacity && plan.num_splits > 1 && !plan.merge_in_cluster && last_merge &&
                          std::strcmp(last_merge, "1") == 0;
+    const char* balance = std::getenv(kKvcBalanceVariable);
+    if (cluster_capacity && plan.num_splits > 1 && balance && *balance) plan.balance_tiles = std::max(0, std::atoi(balance));
 
     const size_t q_rot_bytes =
         p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;
@@ -409,7 +418,8 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const size_t lse_bytes = accum ? align_up(sizeof(float) * plan.num_splits * rows) : 0;
     const size_t flag_bytes =
         plan.merge_by_last ? align_up(sizeof(uint32_t) * size_t(blocks) * size_t(plan.num_splits)) : 0;
-    plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes + flag_bytes;
+    const size_t claim_bytes = plan.balance_tiles > 0 ? align_up(sizeof(unsigned long long) * size_t(blocks)) : 0;
+    plan.workspace_bytes = q_rot_bytes + o_bytes + lse_bytes + flag_bytes + claim_bytes;
     if (p.workspace) {
         auto* base = static_cast<unsigned char*>(p.workspace);
         if (q_rot_bytes) plan.q_rot = base;
@@ -417,6 +427,9 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
         if (lse_bytes) plan.lse_accum = reinterpret_cast<float*>(base + q_rot_bytes + o_bytes);
         if (flag_bytes)
             plan.merge_flags = reinterpret_cast<uint32_t*>(base + q_rot_bytes + o_bytes + lse_bytes);
+        if (claim_bytes)
+            plan.tile_claims =
+                reinterpret_cast<unsigned long long*>(base + q_rot_bytes + o_bytes + lse_bytes + flag_bytes);
     }
     return plan;
 }
@@ -477,6 +490,11 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
                 paged, alibi, kvc_key_tiles(p.seqlen_k, block_n, plan.head_group), plan.num_splits,
                 block_n / plan.head_group, p.page_size,
                 int64_t(p.batch) * (p.nheads_k / plan.head_group) * plan.num_splits, sm_count);
+        // Balanced splits (FLASHATTN_KVC_BALANCE) take their tiles in the order claimed: not with the page order's
+        // windows (a block's range sorted ahead), nor with the next S product beside P V (which needs the next tile
+        // before this one's end).
+        if (plan.pages_in_address_order) plan.balance_tiles = 0;
+        if (plan.balance_tiles > 0) plan.overlap_products = false;
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);
@@ -501,12 +519,12 @@ void print_kvc_plan(const AttnParams& p, const KvcPlan& plan, bool sm90) {
                  "flashattn kv-cache plan: %s kernel; batch %d, seqlen_q %d, nheads %d, nheads_k %d, seqlen_k %d, "
                  "page_size %d: splits %d (merge: %s), head_group %d, tiles_ahead %d, overlap_products %d, "
                  "one_producer %d, k_first %d, pages_in_address_order %d, kv_read_once %d, softmax_all_rows %d, "
-                 "workspace %zu bytes\n",
+                 "balance_tiles %d, workspace %zu bytes\n",
                  sm90 ? "Hopper" : "Ampere-class", p.batch, p.seqlen_q, p.nheads, p.nheads_k, p.seqlen_k,
                  p.block_table ? p.page_size : 0, plan.num_splits, merge, plan.head_group, plan.tiles_ahead,
                  int(plan.overlap_products), int(plan.one_producer), int(plan.k_first),
                  int(plan.pages_in_address_order), int(plan.kv_read_once), int(plan.softmax_all_rows),
-                 plan.workspace_bytes);
+                 plan.balance_tiles, plan.workspace_bytes);
 }
 
 void launch_kvc(const AttnParams& p, const KvcPlan& plan) {

@@ -424,6 +424,91 @@ def test_last_block_merge_from_any_workspace(fill, monkeypatch, capfd):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("num_splits,chunk,cluster,page_size,seqlen_q,options", [
+    (3, "1", "0", None, 1, dict()),
+    (8, "2", "0", 16, 4, dict()),
+    (8, "2", "", 16, 1, dict()),                   # merged in a cluster
+    (20, "3", "", None, 1, dict()),                # past a cluster's 16: the combine
+    (5, "1", "0", 64, 1, dict(group="max")),       # 4 kv heads a block, in 16-row pieces of 64-row pages
+    (4, "2", "0", 16, 1, dict(head_dim=96)),       # head dim below its instance's 128
+    (4, "1", "0", 16, 2, dict(one_producer="1")),  # one producer warp issuing K and V
+    (6, "2", "0", 16, 1, dict(softcap=5.0)),       # the general loop
+    (8, "1", "0", 16, 1, dict(batch=16)),          # 1024 blocks: late ones find every chunk claimed
+])
+def test_splits_balanced(device, num_splits, chunk, cluster, page_size, seqlen_q, options, monkeypatch, capfd):
+    # FLASHATTN_KVC_BALANCE=n: a unit's splits take its tiles n at a time from a counter they share, in whatever order
+    # the claims come, rather than a fixed share each; a block may get none. Ragged lengths leave units with few
+    # tiles (one with none), a window cuts the first ones, 4 query rows make 16 packed rows. On a GPU the plan print
+    # says the path was taken.
+    options = dict(options)
+    group = options.pop("group", None)
+    one_producer = options.pop("one_producer", None)
+    batch = options.pop("batch", 3)
+    monkeypatch.setenv("FLASHATTN_KVC_BALANCE", chunk)
+    monkeypatch.setenv("FLASHATTN_KVC_CLUSTER", cluster)
+    monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
+    if group:
+        monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", group)
+    if one_producer:
+        monkeypatch.setenv("FLASHATTN_KVC_ONE_PRODUCER", one_producer)
+    options.setdefault("head_dim", 128)
+    lengths = ([2100, 0, 333] * batch)[:batch]
+    check(device, torch.bfloat16, batch=batch, seqlen_q=seqlen_q, nheads=32, nheads_k=8, seqlen_cache=2100,
+          seqlen_new=0, lengths=lengths, page_size=page_size, num_splits=num_splits, causal=True,
+          window_size=(1700, 0), **options)
+    if device == "cuda":
+        assert f"balance_tiles {chunk}," in capfd.readouterr().err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the balanced splits are the GPU kernel's")
+@pytest.mark.parametrize("fill", ["ff", "random", 0])
+def test_balanced_splits_from_any_workspace_and_replayed(fill, monkeypatch, capfd):
+    # The balanced splits' claim counters live in the caller's workspace, which nothing zeroes: whatever it holds, a
+    # launch's first claim puts its own tag in place. Then a CUDA graph replayed three times: the capture's tag each
+    # time on the same counters, so each replay relies on the last one's final claim having set them back to 0 (a
+    # counter left at its end would hand out no tile, and the outputs would be the empty rows' zeros).
+    monkeypatch.setenv("FLASHATTN_KVC_BALANCE", "2")
+    torch_allocator = flashattn._ops._allocator_for
+    monkeypatch.setattr(flashattn._ops, "_allocator_for", filled_allocator(fill))
+    check("cuda", torch.bfloat16, batch=4, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=3000,
+          seqlen_new=0, lengths=[3000, 1, 1777, 2900], page_size=16, num_splits=12, causal=True)
+    monkeypatch.setattr(flashattn._ops, "_allocator_for", torch_allocator)
+    randn = cuda_randn(23)
+    q, k_cache, v_cache = randn(4, 1, 32, 128), randn(4, 3000, 8, 128), randn(4, 3000, 8, 128)
+    lengths = [3000, 1, 1777, 2900]
+    want_out, want_lse, _, _ = kvcache_ref(q.cpu(), k_cache.cpu(), v_cache.cpu(), None, None, cache_seqlens=lengths,
+                                           causal=True)
+    same_out = kvcache_ref(q.cpu(), k_cache.cpu(), v_cache.cpu(), None, None, cache_seqlens=lengths, causal=True,
+                           dtype=torch.bfloat16)[0]
+    seqlens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+    monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
+    call = lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens, causal=True, num_splits=12,
+                                           return_softmax_lse=True)
+    call()
+    torch.cuda.synchronize()
+    assert "balance_tiles 2," in capfd.readouterr().err
+    monkeypatch.delenv("FLASHATTN_KVC_PRINT_PLAN")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up on a side stream, as torch's graph capture recipe asks
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out, static_lse = call()
+    finite = torch.isfinite(want_lse)
+    for _ in range(3):
+        static_out.fill_(float("nan"))
+        static_lse.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close_by_rule(static_out.cpu(), want_out, same_out, "out")
+        lse = static_lse.cpu()
+        assert torch.equal(torch.isfinite(lse), finite)
+        assert (lse[finite].double() - want_lse[finite]).abs().max().item() < 1e-3
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("num_splits,page_size,seqlen_q", [
     (3, 16, 1), (7, 64, 4), (20, 16, 1), (0, 48, 1), (1, 16, 4), (0, 256, 4)])
 def test_paged_splits_without_a_window(device, num_splits, page_size, seqlen_q):

@@ -164,6 +164,7 @@ struct KvcBlock {
     CacheSeq seq;
     KeyRange first, last;  // keys visible to the block's first and last token (visible ranges grow with the token)
     TileRange tiles;
+    TileRange unit_tiles;  // every split's: the tiles the block's rows see (the Hopper kernel's balanced splits)
 
     __device__ __forceinline__ KvcBlock(const AttnParams& p, int num_splits, int block_m, int keys_per_tile,
                                         int head_group = 1) {
@@ -184,6 +185,7 @@ struct KvcBlock {
         const int all_end =
             last.end > first.begin ? static_cast<int>((last.end + keys_per_tile - 1) / keys_per_tile) : all_begin;
         tiles = split_tiles(all_begin, all_end, split, num_splits);
+        unit_tiles = TileRange{all_begin, all_end};
     }
     __device__ __forceinline__ int kv_head_of(int packed) const { return packed / kv_rows; }  // within the block's
     __device__ __forceinline__ int token_of(int packed) const { return packed % kv_rows / heads_per_kv; }

@@ -51,6 +51,13 @@ struct KvcPlan {
     bool merge_by_last = false;
     uint32_t merge_epoch = 0;
     uint32_t* merge_flags = nullptr;  // (row blocks x kv-head groups of the grid, num_splits)
+    // The Hopper kernel's splits taking their unit's key tiles from a counter, balance_tiles tiles a claim, rather
+    // than a fixed share each (FLASHATTN_KVC_BALANCE=n, for measurement; kvc_claim in sm90/kvcache_sm90_kernel.cuh):
+    // the blocks of SMs the memory system serves faster then read more of their unit. 0: a fixed share. The counters,
+    // one 64-bit word a unit in the workspace, hold the launch's claim_epoch (never 0) in their high half.
+    int balance_tiles = 0;
+    uint32_t claim_epoch = 0;
+    unsigned long long* tile_claims = nullptr;  // (row blocks x kv-head groups of the grid)
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)

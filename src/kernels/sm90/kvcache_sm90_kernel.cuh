@@ -69,6 +69,10 @@ struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, 
     static_assert((Base::kBlockN & (Base::kBlockN - 1)) == 0, "kvc_piece_rows halves the tile down to a piece");
 };
 
+// Balanced splits (KvcPlan::balance_tiles): the chunks the K warp has claimed, handed to the V warp through a ring of
+// this many slots (the two warps stay within a few tiles of each other, so within a few chunks).
+constexpr int kKvcClaimSlots = 4;
+
 template <class T>
 struct KvcSm90Smem {
     using Elem = typename T::Elem;
@@ -76,6 +80,11 @@ struct KvcSm90Smem {
     alignas(kSm90SmemAlign) Elem k[T::kKStages][T::kBoxes][T::kKvBoxElems];
     alignas(kSm90SmemAlign) Elem v[T::kVStages][T::kBoxesV][T::kKvBoxElems];
     uint64_t k_full[T::kKStages], v_full[T::kVStages], k_empty[T::kKStages], v_empty[T::kVStages];
+    // Balanced splits: each K stage's tile (its first key, -1 past the block's last tile), and the claimed chunks'
+    // ring from the K warp to the V warp.
+    uint64_t claim_full[kKvcClaimSlots], claim_empty[kKvcClaimSlots];
+    int32_t tile_n0[T::kKStages];
+    int32_t claimed[kKvcClaimSlots];
     // Paged caches read in address order (kvc_page_order.cuh): each producer warp's sorted windows; a merged range's
     // four windows take all four buffers, one each.
     alignas(16) int32_t page_order[kKvcOrderProducers][kKvcOrderBuffers][kKvcOrderWidePages];
@@ -134,6 +143,32 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     if (lane < pieces)
         for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems + lane * piece_elems, bx, row);
 }
+
+// Balanced splits (KvcPlan::balance_tiles): a unit's chunks of tiles handed out in order by one 64-bit counter in
+// the workspace, the launch's tag (KvcPlan::claim_epoch) in its high half and the chunks handed out so far in its low
+// half. A claim is one atomic add, sent ahead of its use (kvc_claim_send: the K warp sends the next one as it starts
+// on a chunk) and read once that chunk's copies have gone out (kvc_claim_take), so its round trip is off the copies'
+// path. A launch's first claim finds another tag there (the previous launch's counter, set back to 0 by its last
+// claim, or whatever the caller's workspace held): its claimer puts (tag, 1) in place by a compare-and-swap against
+// the word as it last saw it, taking chunk 0, and claimers that lose that race claim again on the word as set. Each
+// block claims until a claim comes back past the chunks, so a unit's last claim is chunks + splits - 1, and its
+// claimer sets the word back to 0 (kvc_claim_reset), which no tag is: a graph's replays, which keep their capture's
+// tag, start afresh as well.
+__device__ __forceinline__ unsigned long long kvc_claim_send(unsigned long long* counter) {
+    return atomicAdd(counter, 1ull);
+}
+__device__ __forceinline__ int kvc_claim_take(unsigned long long* counter, uint32_t tag, unsigned long long sent) {
+    if (uint32_t(sent >> 32) == tag) return static_cast<int>(uint32_t(sent));
+    const unsigned long long ours = static_cast<unsigned long long>(tag) << 32;
+    unsigned long long seen = sent + 1;  // the word after this block's add, as far as this block knows
+    for (;;) {
+        const unsigned long long was = atomicCAS(counter, seen, ours | 1ull);
+        if (was == seen) return 0;
+        if (uint32_t(was >> 32) == tag) return static_cast<int>(uint32_t(atomicAdd(counter, 1ull)));
+        seen = was;  // other blocks' adds to the stale word since: try again against what it holds
+    }
+}
+__device__ __forceinline__ void kvc_claim_reset(unsigned long long* counter) { atomicExch(counter, 0ull); }
 
 // One merged (row, 4-column chunk) item of a split merge (kvc_cluster_merge, kvc_last_merge): out = acc / weight_sum
 // at the row of (sequence b, token, query head), and the row's LSE with its first chunk; a row no split saw (max_lse
@@ -367,6 +402,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             ptx::mbarrier_init(&s.v_full[st], 1);
             ptx::mbarrier_init(&s.v_empty[st], T::kConsumerThreads / 32);
         }
+        if (plan.balance_tiles > 0) {
+            for (int st = 0; st < kKvcClaimSlots; ++st) {
+                ptx::mbarrier_init(&s.claim_full[st], 1);
+                ptx::mbarrier_init(&s.claim_empty[st], 1);
+            }
+        }
         ptx::fence_mbarrier_init();
         kvc_mark(kKvInitDone);
     }
@@ -504,7 +545,106 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 if (merge.arrive >= 0) kvc_merge_arrive<kKvcOrderMergeBarrier>(order, merge.arrive);
             }
         };
-        if (plan.pages_in_address_order && table_row)
+        // Balanced splits (KvcPlan::balance_tiles): the unit's tiles in chunks of balance_tiles, each claimed by the K
+        // warp's lane 0 (kvc_claim_send / kvc_claim_take) and handed to the V warp through s.claimed (-1: no more);
+        // the consumers find each tile's first key in s.tile_n0 beside its K stage, and -1 there past the last. A tile's
+        // copies as the loop above issues them outside the page order.
+        auto produce_balanced = [&]() {
+            const int chunk_tiles = plan.balance_tiles;
+            const int unit_begin = blk.unit_tiles.begin, unit_end = blk.unit_tiles.end;
+            const int chunks = (unit_end - unit_begin + chunk_tiles - 1) / chunk_tiles;
+            unsigned long long* counter = plan.tile_claims + (blockIdx.y * gridDim.x + blockIdx.x);
+            const bool hand_to_v = issue_k && !issue_v;  // two producer warps
+            int i = 0;                                     // this warp's tiles so far: its place in the rings
+            auto issue_tile = [&](int n0) {
+                const int ks = i % T::kKStages, vs = i % T::kVStages;
+                const int pos0 = seq.leftpad + n0;
+                int where = entry, pieces = 0, row = pos0 + lane * piece_rows;
+                if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
+                if (table_row) {
+                    where = lane < pieces ? table_row[row / p.page_size] : 0;
+                    row %= p.page_size;
+                }
+                if (issue_k) {
+                    if (i >= ahead_k) {
+                        const int used = i - ahead_k;
+                        ptx::mbarrier_wait(&s.k_empty[used % T::kKStages], (used / T::kKStages) % 2);
+                    }
+                    if (lane == 0) s.tile_n0[ks] = n0;  // published by the copies' arrival on k_full (this lane's)
+                    issue_cache_tile<T, T::kBoxes>(s.k[ks][0], &map_k, &s.k_full[ks], lane, pieced, piece_rows,
+                                                   head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
+                                                   evict_first, plan.k_fold ? kFoldK : kFoldNone);
+                    if (marks && i == 0) kvc_mark(kKvFirstIssue);
+                    if (i == 0 && k_first) {
+                        __syncwarp();
+                        ptx::named_barrier_arrive<kKvcKFirstBarrier>(64);
+                    }
+                }
+                if (issue_v) {
+                    if (i == 0 && k_first) ptx::named_barrier_sync<kKvcKFirstBarrier>(64);
+                    if (i >= ahead_v) {
+                        const int used = i - ahead_v;
+                        ptx::mbarrier_wait(&s.v_empty[used % T::kVStages], (used / T::kVStages) % 2);
+                    }
+                    issue_cache_tile<T, T::kBoxesV>(s.v[vs][0], &map_v, &s.v_full[vs], lane, pieced, piece_rows,
+                                                    head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
+                                                    evict_first, plan.v_fold_rows > 0 ? kFoldV : kFoldNone);
+                }
+                ++i;
+            };
+            auto issue_chunk = [&](int chunk) {
+                const int t0 = unit_begin + chunk * chunk_tiles, t1 = min(unit_end, t0 + chunk_tiles);
+                for (int t = t0; t < t1; ++t) issue_tile(t * keys_per_tile);
+            };
+            if (!issue_k) {  // the V warp: the chunks as the K warp hands them over
+                for (int q = 0;; ++q) {
+                    const int slot = q % kKvcClaimSlots;
+                    ptx::mbarrier_wait(&s.claim_full[slot], (q / kKvcClaimSlots) % 2);
+                    const int chunk = s.claimed[slot];
+                    __syncwarp();
+                    if (lane == 0) ptx::mbarrier_arrive(&s.claim_empty[slot]);
+                    if (chunk < 0) break;
+                    issue_chunk(chunk);
+                }
+                return;
+            }
+            unsigned long long sent = lane == 0 ? kvc_claim_send(counter) : 0ull;
+            for (int q = 0;; ++q) {
+                int chunk = lane == 0 ? kvc_claim_take(counter, plan.claim_epoch, sent) : 0;
+                chunk = __shfl_sync(0xffffffffu, chunk, 0);
+                const bool more = chunk < chunks;
+                if (more && lane == 0) sent = kvc_claim_send(counter);  // the next claim, in flight meanwhile
+                if (hand_to_v && lane == 0) {
+                    const int slot = q % kKvcClaimSlots;
+                    if (q >= kKvcClaimSlots) {
+                        const int used = q - kKvcClaimSlots;
+                        ptx::mbarrier_wait(&s.claim_empty[slot], (used / kKvcClaimSlots) % 2);
+                    }
+                    s.claimed[slot] = more ? chunk : -1;
+                    ptx::mbarrier_arrive(&s.claim_full[slot]);
+                }
+                if (more) {
+                    issue_chunk(chunk);
+                    continue;
+                }
+                if (lane == 0) {
+                    // The consumers' end: -1 in the next K stage, whose full barrier an arrival alone completes.
+                    const int ks = i % T::kKStages;
+                    if (i >= ahead_k) {
+                        const int used = i - ahead_k;
+                        ptx::mbarrier_wait(&s.k_empty[used % T::kKStages], (used / T::kKStages) % 2);
+                    }
+                    s.tile_n0[ks] = -1;
+                    ptx::mbarrier_arrive(&s.k_full[ks]);
+                    if (chunk == chunks + plan.num_splits - 1) kvc_claim_reset(counter);  // the unit's last claim
+                }
+                __syncwarp();
+                break;
+            }
+        };
+        if (plan.balance_tiles > 0)
+            produce_balanced();
+        else if (plan.pages_in_address_order && table_row)
             produce(std::true_type{});
         else
             produce(std::false_type{});
@@ -601,13 +741,23 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // (most decode calls), whose scores need the masks alone, and only on the tiles some row does not wholly see.
     // Why: the first tile's pass runs its code cold (fetched from memory after an L2 flush, or a serving step's other
     // kernels), and the score modifiers and the grouped mask were most of the instructions between S and P V.
+    // Balanced splits (KvcPlan::balance_tiles): tiles as the K warp claimed them, each one's first key beside its K
+    // stage (s.tile_n0), until -1 there.
+    const bool balanced = plan.balance_tiles > 0;
     auto consume = [&](auto general) {
         constexpr bool kGeneral = decltype(general)::value;
-        for (int i = 0; i < tiles; ++i) {
+        for (int i = 0; balanced || i < tiles; ++i) {
             const int vs = i % T::kVStages;
-            const int n0 = (tile_begin + i) * keys_per_tile;
+            int n0 = (tile_begin + i) * keys_per_tile;
 
-            if (!overlap || i == 0) {
+            if (balanced) {
+                const int ks = i % T::kKStages;
+                ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
+                n0 = s.tile_n0[ks];
+                if (n0 < 0) break;
+                issue_qk<T>(acc_s, q_smem, ptx::smem_addr(s.k[ks][0]), k_group_bytes, k_box_bytes);
+                s_done(i);
+            } else if (!overlap || i == 0) {
                 issue_s(i);
                 s_done(i);
             }
