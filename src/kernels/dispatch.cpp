@@ -332,10 +332,8 @@ constexpr const char* kKvcFitClusterVariable = "FLASHATTN_KVC_FIT_CLUSTER";
 constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
 
 // FLASHATTN_KVC_BALANCE=n: the Hopper kernel's splits take their unit's tiles n at a time from a counter the unit's
-// blocks share (KvcPlan::balance_tiles), rather than a fixed share each (for measurement). Why try it: on the H200
-// the whole ring's paged grids read faster on some groups of SMs than on others, and their last blocks end 10-20 us
-// after the mean on calls of ~250 us, with the grid's rate falling over that tail (bench/NOTES.md, "kv-cache: the
-// SM groups of the paged grids").
+// blocks share (KvcPlan::balance_tiles) on any split call, =0 a fixed share each everywhere, whatever
+// kvc_balance_tiles says (for comparison).
 constexpr const char* kKvcBalanceVariable = "FLASHATTN_KVC_BALANCE";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
@@ -407,6 +405,9 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const char* last_merge = std::getenv(kKvcLastMergeVariable);
     plan.merge_by_last = cluster_capacity && plan.num_splits > 1 && !plan.merge_in_cluster && last_merge &&
                          std::strcmp(last_merge, "1") == 0;
+    if (cluster_capacity && fast_memory && tiles_in_flight > 0)
+        plan.balance_tiles = kvc_balance_tiles(kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n),
+                                               plan.tiles_ahead, plan.num_splits, plan.merge_in_cluster);
     const char* balance = std::getenv(kKvcBalanceVariable);
     if (cluster_capacity && plan.num_splits > 1 && balance && *balance) plan.balance_tiles = std::max(0, std::atoi(balance));
 

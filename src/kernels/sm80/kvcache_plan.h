@@ -52,9 +52,10 @@ struct KvcPlan {
     uint32_t merge_epoch = 0;
     uint32_t* merge_flags = nullptr;  // (row blocks x kv-head groups of the grid, num_splits)
     // The Hopper kernel's splits taking their unit's key tiles from a counter, balance_tiles tiles a claim, rather
-    // than a fixed share each (FLASHATTN_KVC_BALANCE=n, for measurement; kvc_claim in sm90/kvcache_sm90_kernel.cuh):
-    // the blocks of SMs the memory system serves faster then read more of their unit. 0: a fixed share. The counters,
-    // one 64-bit word a unit in the workspace, hold the launch's claim_epoch (never 0) in their high half.
+    // than a fixed share each (kvc_balance_tiles, FLASHATTN_KVC_BALANCE; kvc_claim_take in
+    // sm90/kvcache_sm90_kernel.cuh): the blocks of SMs the memory system serves faster then read more of their unit.
+    // 0: a fixed share. The counters, one 64-bit word a unit in the workspace, hold the launch's claim_epoch (never 0)
+    // in their high half.
     int balance_tiles = 0;
     uint32_t claim_epoch = 0;
     unsigned long long* tile_claims = nullptr;  // (row blocks x kv-head groups of the grid)
@@ -481,6 +482,23 @@ FLASHATTN_HD constexpr int kvc_fast_memory_tiles_ahead(int ahead, bool paged, in
     if (blocks > slots) return 0;
     const bool units_fit = splits <= kKvcFullRingMaxSplits || small_pieces;
     return paged && tiles_per_block >= kKvcFullRingMinTiles && units_fit ? 0 : ahead;
+}
+
+// Balanced splits (KvcPlan::balance_tiles) where they pay: the whole ring's (tiles_ahead 0) paged grids of 16-row
+// pieces (small_pieces) whose kvc_balance_min_splits to kKvcClusterMax splits a unit merge in the combine kernel, a
+// claim kKvcBalanceTiles tiles. Why: on an H200 the whole ring reads faster on some groups of SMs than on others on
+// paged grids (bench/NOTES.md, "kv-cache: the SM groups of the paged grids"): at 4 x 8 and 1 x 32 kv heads x 64k page
+// 16 (eight splits, 256 blocks) the last blocks ended 12-19 us after the mean, the grid's rate falling over that
+// tail. Measured (graph-replayed, cuDNN 250.0-250.6 us): 4 x 8 x 64k page 16 254.2 against 257.8, 1 x 32 x 64k page
+// 16 254.0 against 256.8; a tile a claim 274.4 and 268.8 (the claim's round trip on the copies' path), four 256.0 and
+// 254.8; the two-split grids of pages of 16 lost 4-12 us (16 x 8 x 16k 258.5 against 253.6, 16 x 8 x 64k 965.0
+// against 953.5, 64 x 8 x 16k 980.4 against 961.2), 4 x 8 x 64k page 64 (one tile ahead, its SMs alike) 0.6 us.
+constexpr int kKvcBalanceTiles = 2, kKvcBalanceMinSplits = 4;
+FLASHATTN_HD constexpr int kvc_balance_tiles(bool small_pieces, int tiles_ahead, int64_t splits, bool merge_in_cluster) {
+    return small_pieces && tiles_ahead == 0 && !merge_in_cluster && splits >= kKvcBalanceMinSplits &&
+                   splits <= kKvcClusterMax
+               ? kKvcBalanceTiles
+               : 0;
 }
 
 // Fast memory, in place of kvc_one_sm_splits: on grids of at most kKvcWideFitUnits units (batch x kv heads: 1 x 8),
