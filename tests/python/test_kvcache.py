@@ -326,6 +326,20 @@ def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capf
         assert plans[""] == plans["0"], plans
 
 
+def captured(call):
+    """(graph, outputs): call() captured in a CUDA graph, after a warm-up call on a side stream as torch's capture
+    recipe asks; outputs are the capture's static tensors, which each replay writes."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = call()
+    return graph, outputs
+
+
 def filled_allocator(fill):
     """An allocator for flashattn's scratch memory that hands out buffers filled with `fill`: "ff" (every byte 0xFF),
     "random" (seeded random bytes), or an int (every 4-byte word that value)."""
@@ -407,14 +421,7 @@ def test_last_block_merge_from_any_workspace(fill, monkeypatch, capfd):
     torch.cuda.synchronize()
     assert "splits 12 (merge: last block)" in capfd.readouterr().err
     monkeypatch.delenv("FLASHATTN_KVC_PRINT_PLAN")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up on a side stream, as torch's graph capture recipe asks
-        call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out, static_lse = call()
+    graph, (static_out, static_lse) = captured(call)
     for _ in range(3):
         static_out.fill_(float("nan"))
         static_lse.fill_(float("nan"))
@@ -488,14 +495,7 @@ def test_balanced_splits_from_any_workspace_and_replayed(fill, monkeypatch, capf
     torch.cuda.synchronize()
     assert "balance_tiles 2," in capfd.readouterr().err
     monkeypatch.delenv("FLASHATTN_KVC_PRINT_PLAN")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up on a side stream, as torch's graph capture recipe asks
-        call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out, static_lse = call()
+    graph, (static_out, static_lse) = captured(call)
     finite = torch.isfinite(want_lse)
     for _ in range(3):
         static_out.fill_(float("nan"))
