@@ -331,10 +331,11 @@ constexpr const char* kKvcFitClusterVariable = "FLASHATTN_KVC_FIT_CLUSTER";
 // merge").
 constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
 
-// FLASHATTN_KVC_BALANCE=n: the Hopper kernel's splits take their unit's tiles n at a time from a counter the unit's
-// blocks share (KvcPlan::balance_tiles) on any split call, =0 a fixed share each everywhere, whatever
-// kvc_balance_tiles says (for comparison).
+// FLASHATTN_KVC_BALANCE=n: the Hopper kernel's splits take their unit's tiles n (at most kKvcMaxBalanceTiles) at a
+// time from a counter the unit's blocks share (KvcPlan::balance_tiles) on any split call but those reading their pages
+// in address order, =0 a fixed share each everywhere, whatever kvc_balance_tiles says (for comparison).
 constexpr const char* kKvcBalanceVariable = "FLASHATTN_KVC_BALANCE";
+constexpr int kKvcMaxBalanceTiles = 1024;
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
@@ -407,9 +408,11 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
                          std::strcmp(last_merge, "1") == 0;
     if (cluster_capacity && fast_memory && tiles_in_flight > 0)
         plan.balance_tiles = kvc_balance_tiles(kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n),
-                                               plan.tiles_ahead, plan.num_splits, plan.merge_in_cluster);
+                                               plan.tiles_ahead, plan.num_splits, plan.merge_in_cluster,
+                                               blocks * plan.num_splits, slots);
     const char* balance = std::getenv(kKvcBalanceVariable);
-    if (cluster_capacity && plan.num_splits > 1 && balance && *balance) plan.balance_tiles = std::max(0, std::atoi(balance));
+    if (cluster_capacity && plan.num_splits > 1 && balance && *balance)
+        plan.balance_tiles = std::clamp(std::atoi(balance), 0, kKvcMaxBalanceTiles);
 
     const size_t q_rot_bytes =
         p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;

@@ -374,17 +374,21 @@ TEST(KvcFastMemoryTilesAhead, WholeRingOnLongPagedBlocksAndManyWaves) {
     EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/false, 256, 128, 8, kSlots, /*small_pieces=*/true), 1);
 }
 
-// Balanced splits: the whole ring's page-16 grids of 4-16 splits merged by the combine kernel (4 x 8 and 1 x 32 kv
-// heads x 64k, eight splits), two tiles a claim; not two splits, a cluster's merge, one tile ahead, longer pieces.
-TEST(KvcBalanceTiles, WholeRingPageSixteenGridsOfFourToSixteenCombinedSplits) {
-    EXPECT_EQ(kvc_balance_tiles(/*small_pieces=*/true, /*tiles_ahead=*/0, 8, /*merge_in_cluster=*/false), 2);
-    EXPECT_EQ(kvc_balance_tiles(true, 0, 4, false), 2);
-    EXPECT_EQ(kvc_balance_tiles(true, 0, 16, false), 2);
-    EXPECT_EQ(kvc_balance_tiles(true, 0, 2, false), 0);   // 16 x 8 x 16k-64k page 16: two splits lost 4-12 us
-    EXPECT_EQ(kvc_balance_tiles(true, 0, 32, false), 0);  // 1 x 8 x 64k: not measured
-    EXPECT_EQ(kvc_balance_tiles(true, 0, 8, true), 0);    // merged in a cluster
-    EXPECT_EQ(kvc_balance_tiles(true, 1, 8, false), 0);   // one tile ahead: its SMs read alike
-    EXPECT_EQ(kvc_balance_tiles(false, 0, 8, false), 0);  // pages of 64, dense caches
+// Balanced splits: the whole ring's page-16 one-wave grids of 4-16 splits merged by the combine kernel (4 x 8 and
+// 1 x 32 kv heads x 64k, eight splits, 256 blocks of 264 slots), two tiles a claim; not two splits, a cluster's merge,
+// one tile ahead, longer pieces, several waves.
+TEST(KvcBalanceTiles, WholeRingPageSixteenOneWaveGridsOfFourToSixteenCombinedSplits) {
+    constexpr int64_t kSlots = 264;
+    EXPECT_EQ(kvc_balance_tiles(/*small_pieces=*/true, /*tiles_ahead=*/0, 8, /*merge_in_cluster=*/false, 256, kSlots),
+              2);
+    EXPECT_EQ(kvc_balance_tiles(true, 0, 4, false, 128, kSlots), 2);
+    EXPECT_EQ(kvc_balance_tiles(true, 0, 16, false, 256, kSlots), 2);
+    EXPECT_EQ(kvc_balance_tiles(true, 0, 2, false, 256, kSlots), 0);   // 16 x 8 x 16k-64k page 16: 4.9-19 us lost
+    EXPECT_EQ(kvc_balance_tiles(true, 0, 32, false, 256, kSlots), 0);  // 1 x 8 x 64k: not measured
+    EXPECT_EQ(kvc_balance_tiles(true, 0, 8, true, 256, kSlots), 0);    // merged in a cluster
+    EXPECT_EQ(kvc_balance_tiles(true, 1, 8, false, 256, kSlots), 0);   // one tile ahead: its SMs read alike
+    EXPECT_EQ(kvc_balance_tiles(false, 0, 8, false, 256, kSlots), 0);  // pages of 64, dense caches
+    EXPECT_EQ(kvc_balance_tiles(true, 0, 4, false, 2048, kSlots), 0);  // 64 x 8 x 64k page 16: several waves
 }
 
 // Fast memory: batch 1 x 8 kv heads from 3k to 4k keys takes 16 splits of 3-4 tiles; the rest kvc_one_sm_splits.

@@ -441,23 +441,26 @@ def test_last_block_merge_from_any_workspace(fill, monkeypatch, capfd):
     (4, "1", "0", 16, 2, dict(one_producer="1")),  # one producer warp issuing K and V
     (6, "2", "0", 16, 1, dict(softcap=5.0)),       # the general loop
     (8, "1", "0", 16, 1, dict(batch=16)),          # 1024 blocks: late ones find every chunk claimed
+    (4, "2", "0", 16, 1, dict(ahead="1")),         # one tile ahead: the end's stage waited for
+    (8, "2", "0", 16, 1, dict(last_merge="1")),    # merged by the unit's last block
+    (6, "2", "0", 16, 1, dict(k_first="0")),       # both producer warps at once
+    (5, "2", "0", 16, 2, dict(rotary_dim=64)),     # rotated queries in the workspace too
 ])
 def test_splits_balanced(device, num_splits, chunk, cluster, page_size, seqlen_q, options, monkeypatch, capfd):
     # FLASHATTN_KVC_BALANCE=n: a unit's splits take its tiles n at a time from a counter they share, in whatever order
     # the claims come, rather than a fixed share each; a block may get none. Ragged lengths leave units with few
-    # tiles (one with none), a window cuts the first ones, 4 query rows make 16 packed rows. On a GPU the plan print
-    # says the path was taken.
+    # tiles (one with none), a window cuts the first ones, 4 query rows make 16 packed rows; with the other plan
+    # switches each case names. On a GPU the plan print says the path was taken.
     options = dict(options)
-    group = options.pop("group", None)
-    one_producer = options.pop("one_producer", None)
     batch = options.pop("batch", 3)
+    for key, variable in [("group", "HEAD_GROUP"), ("one_producer", "ONE_PRODUCER"), ("ahead", "AHEAD"),
+                          ("last_merge", "LAST_MERGE"), ("k_first", "K_FIRST")]:
+        value = options.pop(key, None)
+        if value is not None:
+            monkeypatch.setenv(f"FLASHATTN_KVC_{variable}", value)
     monkeypatch.setenv("FLASHATTN_KVC_BALANCE", chunk)
     monkeypatch.setenv("FLASHATTN_KVC_CLUSTER", cluster)
     monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
-    if group:
-        monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", group)
-    if one_producer:
-        monkeypatch.setenv("FLASHATTN_KVC_ONE_PRODUCER", one_producer)
     options.setdefault("head_dim", 128)
     lengths = ([2100, 0, 333] * batch)[:batch]
     check(device, torch.bfloat16, batch=batch, seqlen_q=seqlen_q, nheads=32, nheads_k=8, seqlen_cache=2100,
@@ -475,25 +478,30 @@ def test_balanced_splits_from_any_workspace_and_replayed(fill, monkeypatch, capf
     # time on the same counters, so each replay relies on the last one's final claim having set them back to 0 (a
     # counter left at its end would hand out no tile, and the outputs would be the empty rows' zeros).
     monkeypatch.setenv("FLASHATTN_KVC_BALANCE", "2")
+    monkeypatch.setenv("FLASHATTN_KVC_CLUSTER", "0")  # the combine kernel's merge, as the rule's grids take
     torch_allocator = flashattn._ops._allocator_for
     monkeypatch.setattr(flashattn._ops, "_allocator_for", filled_allocator(fill))
     check("cuda", torch.bfloat16, batch=4, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=3000,
           seqlen_new=0, lengths=[3000, 1, 1777, 2900], page_size=16, num_splits=12, causal=True)
     monkeypatch.setattr(flashattn._ops, "_allocator_for", torch_allocator)
+    # Replayed: pages of 16 in table order (two producer warps and the claims' ring between them), the combine's merge.
     randn = cuda_randn(23)
-    q, k_cache, v_cache = randn(4, 1, 32, 128), randn(4, 3000, 8, 128), randn(4, 3000, 8, 128)
+    q, k_cache, v_cache = randn(4, 1, 32, 128), randn(4, 3008, 8, 128), randn(4, 3008, 8, 128)
     lengths = [3000, 1, 1777, 2900]
     want_out, want_lse, _, _ = kvcache_ref(q.cpu(), k_cache.cpu(), v_cache.cpu(), None, None, cache_seqlens=lengths,
                                            causal=True)
     same_out = kvcache_ref(q.cpu(), k_cache.cpu(), v_cache.cpu(), None, None, cache_seqlens=lengths, causal=True,
                            dtype=torch.bfloat16)[0]
+    k_pages, v_pages = (t.reshape(-1, 16, 8, 128) for t in (k_cache, v_cache))
+    table = torch.arange(k_pages.shape[0], dtype=torch.int32, device="cuda").reshape(4, -1)
     seqlens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
     monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
-    call = lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens, causal=True, num_splits=12,
-                                           return_softmax_lse=True)
+    call = lambda: flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=seqlens, block_table=table, causal=True,
+                                           num_splits=12, return_softmax_lse=True)
     call()
     torch.cuda.synchronize()
-    assert "balance_tiles 2," in capfd.readouterr().err
+    plan = capfd.readouterr().err
+    assert "balance_tiles 2," in plan and "(merge: combine)" in plan and "one_producer 0" in plan, plan
     monkeypatch.delenv("FLASHATTN_KVC_PRINT_PLAN")
     graph, (static_out, static_lse) = captured(call)
     finite = torch.isfinite(want_lse)

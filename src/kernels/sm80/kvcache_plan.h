@@ -484,19 +484,23 @@ FLASHATTN_HD constexpr int kvc_fast_memory_tiles_ahead(int ahead, bool paged, in
     return paged && tiles_per_block >= kKvcFullRingMinTiles && units_fit ? 0 : ahead;
 }
 
-// Balanced splits (KvcPlan::balance_tiles) where they pay: the whole ring's (tiles_ahead 0) paged grids of 16-row
-// pieces (small_pieces) whose kvc_balance_min_splits to kKvcClusterMax splits a unit merge in the combine kernel, a
-// claim kKvcBalanceTiles tiles. Why: on an H200 the whole ring reads faster on some groups of SMs than on others on
-// paged grids (bench/NOTES.md, "kv-cache: the SM groups of the paged grids"): at 4 x 8 and 1 x 32 kv heads x 64k page
-// 16 (eight splits, 256 blocks) the last blocks ended 12-19 us after the mean, the grid's rate falling over that
-// tail. Measured (graph-replayed, cuDNN 250.0-250.6 us): 4 x 8 x 64k page 16 254.2 against 257.8, 1 x 32 x 64k page
-// 16 254.0 against 256.8; a tile a claim 274.4 and 268.8 (the claim's round trip on the copies' path), four 256.0 and
-// 254.8; the two-split grids of pages of 16 lost 4-12 us (16 x 8 x 16k 258.5 against 253.6, 16 x 8 x 64k 965.0
-// against 953.5, 64 x 8 x 16k 980.4 against 961.2), 4 x 8 x 64k page 64 (one tile ahead, its SMs alike) 0.6 us.
+// Balanced splits (KvcPlan::balance_tiles) where they pay: one-wave grids (at most `slots` blocks, so a unit's splits
+// run together) keeping the whole ring (tiles_ahead 0) on paged caches of 16-row pieces (small_pieces), whose
+// kKvcBalanceMinSplits to kKvcClusterMax splits a unit merge in the combine kernel; kKvcBalanceTiles tiles a claim.
+// Why: on an H200 the whole ring reads faster on some groups of SMs than on others on paged grids (bench/NOTES.md,
+// "kv-cache: the SM groups of the paged grids"): at 4 x 8 and 1 x 32 kv heads x 64k page 16 (eight splits, 256
+// blocks) the last blocks ended 12-19 us after the mean, the grid's rate falling over that tail. Measured
+// (graph-replayed, cuDNN 250.0-250.6 us): 4 x 8 x 64k page 16 254.2 against 257.8, 1 x 32 x 64k page 16 254.0 against
+// 256.8; a tile a claim 274.4 and 268.8 (the claim's round trip on the copies' path), four 256.0 and 254.8; the
+// two-split grids of pages of 16 lost 4.9-19 us (16 x 8 x 16k 258.5 against 253.6, 16 x 8 x 64k 965.0 against 953.5,
+// 64 x 8 x 16k 980.4 against 961.2), 4 x 8 x 64k page 64 (one tile ahead, its SMs alike) 0.6 us. Grids of several
+// waves are left out unmeasured: blocks start in split order last, so a unit's first split would claim most of it
+// before the others start.
 constexpr int kKvcBalanceTiles = 2, kKvcBalanceMinSplits = 4;
-FLASHATTN_HD constexpr int kvc_balance_tiles(bool small_pieces, int tiles_ahead, int64_t splits, bool merge_in_cluster) {
+FLASHATTN_HD constexpr int kvc_balance_tiles(bool small_pieces, int tiles_ahead, int64_t splits, bool merge_in_cluster,
+                                             int64_t grid_blocks, int64_t slots) {
     return small_pieces && tiles_ahead == 0 && !merge_in_cluster && splits >= kKvcBalanceMinSplits &&
-                   splits <= kKvcClusterMax
+                   splits <= kKvcClusterMax && grid_blocks <= slots
                ? kKvcBalanceTiles
                : 0;
 }

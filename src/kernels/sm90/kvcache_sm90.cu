@@ -170,7 +170,7 @@ bool kvc_k_fold(const AttnParams& p, const KvcPlan& plan) {
 }
 
 // A tag for one launch's arrival flags (KvcPlan::merge_epoch, kvc_all_arrived) or tile claims (KvcPlan::claim_epoch,
-// kvc_claim): one counter for every instance, never 0, so that stale flags in the caller's workspace do not carry it.
+// kvc_claim_take): one counter for every instance, never 0, so that stale flags in the caller's workspace do not carry it.
 // It starts from a random value: stale flags left by another process (a launch stopped part-way) hold its tags, which
 // from a counter starting at 1 would be the first ones this process hands out. A captured graph keeps its capture's
 // tag and replays it; each call leaves its flags (and claim counters) clear.
@@ -205,7 +205,10 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
     KvcPlan run = plan;
     if (run.merge_by_last) run.merge_epoch = next_merge_epoch();
-    if (run.balance_tiles > 0) run.claim_epoch = next_merge_epoch();
+    if (run.balance_tiles > 0) {
+        run.claim_epoch = next_merge_epoch();
+        run.overlap_products = false;  // the next tile's S beside P V would follow the fixed shares' tiles
+    }
     run.k_fold = kvc_k_fold<T>(p, plan);
     CUtensorMap map_k;
     if (run.k_fold) {

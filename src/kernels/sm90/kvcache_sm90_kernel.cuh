@@ -155,7 +155,8 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
 // the word as it last saw it, taking chunk 0, and claimers that lose that race claim again on the word as set. Each
 // block claims until a claim comes back past the chunks, so a unit's last claim is chunks + splits - 1, and its
 // claimer sets the word back to 0 (kvc_claim_reset), which no tag is: a graph's replays, which keep their capture's
-// tag, start afresh as well.
+// tag, start afresh as well. A workspace word that holds this launch's tag by chance (1 in 2^32, as for the last-block
+// merge's flags) is taken as this launch's count.
 __device__ __forceinline__ unsigned long long kvc_claim_send(unsigned long long* counter) {
     return atomicAdd(counter, 1ull);
 }
