@@ -8,6 +8,12 @@ after an L2 flush as bench/bench_decode.py times it, with PyTorch SDPA (cuDNN) o
 same page size) replayed between the flush and the start event: the kernel's code is then in L2 (the flush evicts it,
 as a real step's other kernels would), so the difference is what fetching the code from DRAM costs the call.
 
+--touch also times each graph with every buffer of the call touched between the flush and the start event: one
+element each 2 MiB (the driver's large pages) of q, the caches, the lengths, the block table and the graph's output,
+read by a small kernel. Their lines stay cold (one line a page); what it warms is each page's address translation, so
+the difference is what the call's first touch of each page costs after the flush (with FLASHATTN_BENCH_FLUSH=read,
+whose flush kernel reads 256 MiB of other pages on the SMs).
+
 --int-lengths passes cache_seqlens as an int (every sequence full), so the kernel has no length to load first.
 --env LABEL=VAR:VALUE[,VAR:VALUE] (repeatable) adds variants: each count is also captured with those environment
 variables set (the library reads them while planning, so a graph keeps the plan of its capture), and every variant
@@ -66,6 +72,22 @@ def parse_variants(texts, first_label=""):
 
 
 WARM_KEYS = 256  # the warming call's cache length (--warm-code)
+TOUCH_BYTES = 2 << 20  # --touch: one element read a page of this size
+
+
+def touching(tensors):
+    """A prelude that reads one element every TOUCH_BYTES of each tensor (contiguous storage assumed; None skipped)."""
+    views = []
+    for t in tensors:
+        if t is None:
+            continue
+        flat = t.reshape(-1) if t.is_contiguous() else t.as_strided((t.numel(),), (1,))
+        views.append(flat[:: max(1, TOUCH_BYTES // flat.element_size())])
+
+    def touch():
+        for v in views:
+            v.float().sum()
+    return touch
 
 
 def warming_graph(kvcache, nheads_k, page, seqlen_q, gen):
@@ -86,6 +108,9 @@ def main():
     ap.add_argument("--env", action="append", default=[], help="LABEL=VAR:VALUE[,VAR:VALUE]: a variant's settings")
     ap.add_argument("--warm-code", action="store_true",
                     help="also time each graph with a small call of the same kind just before it (code in L2)")
+    ap.add_argument("--touch", action="store_true",
+                    help="also time each graph with one element a 2 MiB page of each of its buffers read just before "
+                         "it (the pages' translations warm, their lines cold)")
     ap.add_argument("--seqlen-q", type=int, default=1, help="query rows (SDPA gets the bottom-right causal mask)")
     args = ap.parse_args()
     variants = parse_variants(args.env)
@@ -98,16 +123,25 @@ def main():
         gen, q = shape_queries(batch, nheads_k, cache_len, args.seqlen_q)
         sdpa = bd.run_sdpa(q, gen, batch, nheads_k, cache_len, bd.sdpa_has_enable_gqa(), bd.WARMUP, bd.REPS, flush)
         k_cache, v_cache, lengths, block_table = shape_cache(batch, nheads_k, cache_len, page, gen)
-        graphs = {}
+        graphs, outputs = {}, {}
         for label, settings in variants:
             with env_set(settings):  # the plan is read while a graph is captured
                 for splits in args.splits:
                     seqlens = cache_len if args.int_lengths else lengths
-                    call = (lambda s: lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens,
-                                                                     causal=True, block_table=block_table,
-                                                                     num_splits=s))(splits)
-                    graphs[f"{label}/{splits}" if label else splits] = bd.graph_of(call)
+                    key = f"{label}/{splits}" if label else splits
+
+                    def call(s=splits, key=key, k=k_cache, v=v_cache, table=block_table, seqlens=seqlens,
+                             kept=outputs):
+                        out = flash_attn_with_kvcache(q, k, v, cache_seqlens=seqlens, causal=True, block_table=table,
+                                                      num_splits=s)
+                        kept[key] = out  # the capture's is the graph's static output (the last call's)
+                        return out
+                    graphs[key] = bd.graph_of(call)
         preludes = {s: None for s in graphs}
+        if args.touch:
+            inputs = [q, k_cache, v_cache, None if args.int_lengths else lengths, block_table]
+            for s in list(graphs):
+                graphs[f"touch:{s}"], preludes[f"touch:{s}"] = graphs[s], touching(inputs + [outputs[s]])
         if args.warm_code:
             warm = warming_graph(flash_attn_with_kvcache, nheads_k, page, args.seqlen_q, gen)
             for s in list(graphs):
@@ -123,7 +157,7 @@ def main():
         cells = "  ".join(f"{s}: {row['us_by_splits'][str(s)]:7.1f}" for s in graphs)
         where = f"batch {batch:3d} kv heads {nheads_k:2d} cache {cache_len:6d} page {page or '-':>3}"
         print(f"{where} | cuDNN {cudnn or 0:7.1f} | {cells}", flush=True)
-        del graphs, k_cache, v_cache
+        del graphs, outputs, preludes, k_cache, v_cache  # the preludes' views hold the caches too
         torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
