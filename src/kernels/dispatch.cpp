@@ -385,14 +385,14 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     plan.num_splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(splits, std::max<int64_t>(key_tiles, 1))));
     if (p.seqlen_q == 0) plan.num_splits = 1;
     // The Hopper kernel's copies in flight, by the grid with its splits and the tiles each block reads.
+    const int64_t grid_blocks = blocks * plan.num_splits;
+    const bool small_pieces = kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n);
     if (tiles_in_flight > 0) {
-        const int64_t grid_blocks = blocks * plan.num_splits;
         const int64_t tiles_per_block = (key_tiles + plan.num_splits - 1) / plan.num_splits;
         plan.tiles_ahead = kvc_tiles_ahead(grid_blocks, tiles_per_block, sm_count, slots);
         if (fast_memory)
-            plan.tiles_ahead = kvc_fast_memory_tiles_ahead(
-                plan.tiles_ahead, p.block_table != nullptr, grid_blocks, tiles_per_block, plan.num_splits, slots,
-                kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n));
+            plan.tiles_ahead = kvc_fast_memory_tiles_ahead(plan.tiles_ahead, p.block_table != nullptr, grid_blocks,
+                                                           tiles_per_block, plan.num_splits, slots, small_pieces);
         plan.overlap_products = kvc_overlap_products(grid_blocks, sm_count);
         plan.one_producer = p.block_table != nullptr && kvc_one_producer(key_tiles, plan.num_splits, tiles_in_flight);
     }
@@ -407,9 +407,8 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     plan.merge_by_last = cluster_capacity && plan.num_splits > 1 && !plan.merge_in_cluster && last_merge &&
                          std::strcmp(last_merge, "1") == 0;
     if (cluster_capacity && fast_memory && tiles_in_flight > 0)
-        plan.balance_tiles = kvc_balance_tiles(kvc_small_page_pieces(p.block_table != nullptr, p.page_size, block_n),
-                                               plan.tiles_ahead, plan.num_splits, plan.merge_in_cluster,
-                                               blocks * plan.num_splits, slots);
+        plan.balance_tiles = kvc_balance_tiles(small_pieces, plan.tiles_ahead, plan.num_splits,
+                                               plan.merge_in_cluster, grid_blocks, slots);
     const char* balance = std::getenv(kKvcBalanceVariable);
     if (cluster_capacity && plan.num_splits > 1 && balance && *balance)
         plan.balance_tiles = std::clamp(std::atoi(balance), 0, kKvcMaxBalanceTiles);

@@ -205,10 +205,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
     KvcPlan run = plan;
     if (run.merge_by_last) run.merge_epoch = next_merge_epoch();
-    if (run.balance_tiles > 0) {
-        run.claim_epoch = next_merge_epoch();
-        run.overlap_products = false;  // the next tile's S beside P V would follow the fixed shares' tiles
-    }
+    if (run.balance_tiles > 0) run.claim_epoch = next_merge_epoch();  // (kvc_plan_for turned overlap_products off)
     run.k_fold = kvc_k_fold<T>(p, plan);
     CUtensorMap map_k;
     if (run.k_fold) {
