@@ -337,6 +337,10 @@ constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
 constexpr const char* kKvcBalanceVariable = "FLASHATTN_KVC_BALANCE";
 constexpr int kKvcMaxBalanceTiles = 1024;
 
+// FLASHATTN_KVC_PREFETCH=n: the Hopper kv-cache kernel's early fetches (KvcPlan::prefetch; bits kKvcPrefetchMaps,
+// kKvcPrefetchOut), for measurement: do a call's first copy and its last stores wait on fetches it could start sooner?
+constexpr const char* kKvcPrefetchVariable = "FLASHATTN_KVC_PREFETCH";
+
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
 // tiles_in_flight: the Hopper kernel's stages, for kvc_latency_splits (its splits merge in a cluster) and
@@ -479,6 +483,8 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         if (producers && *producers) plan.one_producer = p.block_table != nullptr && std::strcmp(producers, "0") != 0;
         const char* k_first = std::getenv(kKvcKFirstVariable);
         plan.k_first = !(k_first && std::strcmp(k_first, "0") == 0);
+        const char* prefetch = std::getenv(kKvcPrefetchVariable);
+        if (prefetch && *prefetch) plan.prefetch = std::atoi(prefetch);
         const bool paged = p.block_table != nullptr, alibi = p.alibi_slopes != nullptr;
         // Fast memory: table order. On an H200 (bench/NOTES.md, "kv-cache on the H200") the address order the rule
         // takes read 16 x 8 x 64k page 16 (two splits, merged windows) at 983.9 us against 956.3 in table order, 4 x 8
