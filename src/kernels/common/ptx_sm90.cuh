@@ -86,25 +86,6 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t phase) {
 
 // ----- the bulk tensor copy engine (TMA) --------------------------------------------------------------------------
 
-// Fetch the tensor map `map` (a __grid_constant__ CUtensorMap) ahead of the first copy that reads it, so that copy
-// does not wait for the descriptor's fetch.
-__device__ __forceinline__ void prefetch_tensor_map(const void* map) {
-#if FLASHATTN_SM90
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
-#else
-    (void)map;
-#endif
-}
-
-// Bring the global-memory line holding `addr` into L2 (nothing waits for it).
-__device__ __forceinline__ void prefetch_l2(const void* addr) {
-#if FLASHATTN_SM90
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(addr) : "memory");
-#else
-    (void)addr;
-#endif
-}
-
 // Copy the box at coordinates (x = innermost, y) of the tensor `map` (a __grid_constant__ CUtensorMap) into shared
 // memory `dst`, completing on `bar` (which must expect the box's bytes).
 __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, uint64_t* bar, int x, int y) {

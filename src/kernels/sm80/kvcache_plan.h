@@ -62,18 +62,11 @@ struct KvcPlan {
     int balance_fixed_pct = 0;
     uint32_t claim_epoch = 0;
     unsigned long long* tile_claims = nullptr;  // (row blocks x kv-head groups of the grid)
-    // The Hopper kernel's early fetches (FLASHATTN_KVC_PREFETCH, for measurement; 0 by default): kKvcPrefetchMaps, the
-    // K and V tensor maps at the block's start; kKvcPrefetchOut, the lines its results go to (the output rows, or the
-    // split's partial rows in the workspace) into L2 once its first tile's copies have gone out.
-    int prefetch = 0;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)
     size_t workspace_bytes = 0;
 };
-
-constexpr int kKvcPrefetchMaps = 1;
-constexpr int kKvcPrefetchOut = 2;
 
 // A kv head's query rows in a block: the query rows times the query heads that share that kv head.
 FLASHATTN_HD constexpr int64_t kvc_kv_rows(int64_t seqlen_q, int64_t nheads, int64_t nheads_k) {

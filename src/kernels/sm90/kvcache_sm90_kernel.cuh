@@ -397,10 +397,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
 
     if (tid == 0) {
         kvc_mark(kKvStart);
-        if (plan.prefetch & kKvcPrefetchMaps) {
-            ptx::prefetch_tensor_map(&map_k);
-            ptx::prefetch_tensor_map(&map_v);
-        }
         for (int st = 0; st < T::kKStages; ++st) {
             ptx::mbarrier_init(&s.k_full[st], 1);
             ptx::mbarrier_init(&s.k_empty[st], T::kConsumerThreads / 32);
@@ -441,23 +437,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const bool k_first = plan.k_first && !(issue_k && issue_v);
         const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
         if (marks) kvc_mark(kKvProducer);
-        // KvcPlan::prefetch's kKvcPrefetchOut: the lines the block's results go to, into L2 (a lane a row).
-        auto prefetch_results = [&]() {
-            const bool to_workspace = plan.num_splits > 1 && !plan.merge_in_cluster;
-            const int row_bytes = p.head_dim_v * int(to_workspace ? sizeof(float) : sizeof(Elem));
-            for (int r = lane; r < rows; r += 32) {
-                const int token = blk.token_of(m0 + r), head = blk.head_of(m0 + r);
-                const char* at;
-                if (to_workspace)
-                    at = reinterpret_cast<const char*>(
-                        plan.o_accum + (((int64_t(split) * p.batch + b) * p.nheads + head) * p.seqlen_q + token) *
-                                           p.head_dim_v);
-                else
-                    at = reinterpret_cast<const char*>(static_cast<const Elem*>(p.out) + b * p.out_batch_stride +
-                                                       token * p.out_row_stride + head * p.out_head_stride);
-                for (int c = 0; c < row_bytes; c += 128) ptx::prefetch_l2(at + c);
-            }
-        };
         // The loop, compiled twice: with the page order (kOrdered) and without it. A paged cache's middle tiles in
         // address order (KvcPlan::pages_in_address_order), past the first tiles both rings take (the same range for
         // both warps), are worked out once tile 0's copies have gone out; the loop without that machinery is the
@@ -506,7 +485,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                    head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
                                                    evict_first, plan.k_fold ? kFoldK : kFoldNone);
                     if (marks && i == 0) kvc_mark(kKvFirstIssue);
-                    if (i == 0 && (plan.prefetch & kKvcPrefetchOut)) prefetch_results();
                     if (i == 0 && k_first) {
                         __syncwarp();
                         ptx::named_barrier_arrive<kKvcKFirstBarrier>(64);
@@ -605,7 +583,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                    head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
                                                    evict_first, plan.k_fold ? kFoldK : kFoldNone);
                     if (marks && i == 0) kvc_mark(kKvFirstIssue);
-                    if (i == 0 && (plan.prefetch & kKvcPrefetchOut)) prefetch_results();
                     if (i == 0 && k_first) {
                         __syncwarp();
                         ptx::named_barrier_arrive<kKvcKFirstBarrier>(64);
