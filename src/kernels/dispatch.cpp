@@ -336,9 +336,6 @@ constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
 // in address order, =0 a fixed share each everywhere, whatever kvc_balance_tiles says (for comparison).
 constexpr const char* kKvcBalanceVariable = "FLASHATTN_KVC_BALANCE";
 constexpr int kKvcMaxBalanceTiles = 1024;
-// FLASHATTN_KVC_BALANCE_FIXED=pct (0-100): balanced splits take pct percent of their unit's tiles in a fixed range each
-// first, and claim the rest (KvcPlan::balance_fixed_pct; for comparison).
-constexpr const char* kKvcBalanceFixedVariable = "FLASHATTN_KVC_BALANCE_FIXED";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
@@ -482,8 +479,6 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         if (producers && *producers) plan.one_producer = p.block_table != nullptr && std::strcmp(producers, "0") != 0;
         const char* k_first = std::getenv(kKvcKFirstVariable);
         plan.k_first = !(k_first && std::strcmp(k_first, "0") == 0);
-        const char* fixed = std::getenv(kKvcBalanceFixedVariable);
-        if (fixed && *fixed) plan.balance_fixed_pct = std::clamp(std::atoi(fixed), 0, 100);
         const bool paged = p.block_table != nullptr, alibi = p.alibi_slopes != nullptr;
         // Fast memory: table order. On an H200 (bench/NOTES.md, "kv-cache on the H200") the address order the rule
         // takes read 16 x 8 x 64k page 16 (two splits, merged windows) at 983.9 us against 956.3 in table order, 4 x 8
@@ -527,12 +522,12 @@ void print_kvc_plan(const AttnParams& p, const KvcPlan& plan, bool sm90) {
                  "flashattn kv-cache plan: %s kernel; batch %d, seqlen_q %d, nheads %d, nheads_k %d, seqlen_k %d, "
                  "page_size %d: splits %d (merge: %s), head_group %d, tiles_ahead %d, overlap_products %d, "
                  "one_producer %d, k_first %d, pages_in_address_order %d, kv_read_once %d, softmax_all_rows %d, "
-                 "balance_tiles %d, balance_fixed_pct %d, workspace %zu bytes\n",
+                 "balance_tiles %d, workspace %zu bytes\n",
                  sm90 ? "Hopper" : "Ampere-class", p.batch, p.seqlen_q, p.nheads, p.nheads_k, p.seqlen_k,
                  p.block_table ? p.page_size : 0, plan.num_splits, merge, plan.head_group, plan.tiles_ahead,
                  int(plan.overlap_products), int(plan.one_producer), int(plan.k_first),
                  int(plan.pages_in_address_order), int(plan.kv_read_once), int(plan.softmax_all_rows),
-                 plan.balance_tiles, plan.balance_fixed_pct, plan.workspace_bytes);
+                 plan.balance_tiles, plan.workspace_bytes);
 }
 
 void launch_kvc(const AttnParams& p, const KvcPlan& plan) {

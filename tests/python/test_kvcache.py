@@ -450,20 +450,16 @@ def test_last_block_merge_from_any_workspace(fill, monkeypatch, capfd):
     (8, "2", "0", 16, 1, dict(last_merge="1")),    # merged by the unit's last block
     (6, "2", "0", 16, 1, dict(k_first="0")),       # both producer warps at once
     (5, "2", "0", 16, 2, dict(rotary_dim=64)),     # rotated queries in the workspace too
-    (8, "2", "0", 16, 1, dict(fixed="60")),        # 60% of each unit's tiles in fixed ranges first, the rest claimed
-    (8, "3", "", None, 4, dict(fixed="85")),       # ... merged in a cluster
-    (5, "2", "0", 64, 1, dict(fixed="100")),       # every tile in a fixed range: nothing left to claim
 ])
 def test_splits_balanced(device, num_splits, chunk, cluster, page_size, seqlen_q, options, monkeypatch, capfd):
     # FLASHATTN_KVC_BALANCE=n: a unit's splits take its tiles n at a time from a counter they share, in whatever order
     # the claims come, rather than a fixed share each; a block may get none. Ragged lengths leave units with few
     # tiles (one with none), a window cuts the first ones, 4 query rows make 16 packed rows; with the other plan
-    # switches each case names (FLASHATTN_KVC_BALANCE_FIXED: a share of the tiles in fixed ranges first). On a GPU the
-    # plan print says the path was taken.
+    # switches each case names. On a GPU the plan print says the path was taken.
     options = dict(options)
     batch = options.pop("batch", 3)
     for key, variable in [("group", "HEAD_GROUP"), ("one_producer", "ONE_PRODUCER"), ("ahead", "AHEAD"),
-                          ("last_merge", "LAST_MERGE"), ("k_first", "K_FIRST"), ("fixed", "BALANCE_FIXED")]:
+                          ("last_merge", "LAST_MERGE"), ("k_first", "K_FIRST")]:
         value = options.pop(key, None)
         if value is not None:
             monkeypatch.setenv(f"FLASHATTN_KVC_{variable}", value)

@@ -57,9 +57,6 @@ struct KvcPlan {
     // 0: a fixed share. The counters, one 64-bit word a unit in the workspace, hold the launch's claim_epoch (never 0)
     // in their high half.
     int balance_tiles = 0;
-    // ... with balance_fixed_pct percent of a unit's tiles first shared out in a fixed range a split, and the rest
-    // claimed (FLASHATTN_KVC_BALANCE_FIXED; 0: every tile claimed).
-    int balance_fixed_pct = 0;
     uint32_t claim_epoch = 0;
     unsigned long long* tile_claims = nullptr;  // (row blocks x kv-head groups of the grid)
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,

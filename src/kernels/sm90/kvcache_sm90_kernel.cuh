@@ -555,12 +555,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         auto produce_balanced = [&]() {
             const int chunk_tiles = plan.balance_tiles;
             const int unit_begin = blk.unit_tiles.begin, unit_end = blk.unit_tiles.end;
-            // KvcPlan::balance_fixed_pct of the unit's tiles shared out first in fixed ranges, one a split (whole
-            // tiles, the same count each); the rest, the pool from pool_begin, claimed.
-            const int fixed_each = (unit_end - unit_begin) * plan.balance_fixed_pct / 100 / plan.num_splits;
-            const int pool_begin = unit_begin + fixed_each * plan.num_splits;
-            const int own_begin = unit_begin + split * fixed_each, own_end = own_begin + fixed_each;
-            const int chunks = (unit_end - pool_begin + chunk_tiles - 1) / chunk_tiles;
+            const int chunks = (unit_end - unit_begin + chunk_tiles - 1) / chunk_tiles;
             unsigned long long* counter = plan.tile_claims + (blockIdx.y * gridDim.x + blockIdx.x);
             const bool hand_to_v = issue_k && !issue_v;  // two producer warps
             int i = 0;                                     // this warp's tiles so far: its place in the rings
@@ -601,10 +596,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 ++i;
             };
             auto issue_chunk = [&](int chunk) {
-                const int t0 = pool_begin + chunk * chunk_tiles, t1 = min(unit_end, t0 + chunk_tiles);
+                const int t0 = unit_begin + chunk * chunk_tiles, t1 = min(unit_end, t0 + chunk_tiles);
                 for (int t = t0; t < t1; ++t) issue_tile(t * keys_per_tile);
             };
-            for (int t = own_begin; t < own_end; ++t) issue_tile(t * keys_per_tile);  // each warp its fixed range
             if (!issue_k) {  // the V warp: the chunks as the K warp hands them over
                 for (int q = 0;; ++q) {
                     const int slot = q % kKvcClaimSlots;
