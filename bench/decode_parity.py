@@ -10,7 +10,8 @@ meets the target), the spread of the per-round ratios and in how many rounds our
 A shape is batch:nheads_k:cache_len[:page] (nheads_q 32, head dim 128, bf16, causal, seqlen_q 1 or --seqlen-q); a
 paged cache is bench_decode.py's (the dense storage cut into pages, the block table a random permutation).
 --lowest-from FILE N takes the N one-query-row records of a bench_decode.py sweep with the lowest SDPA/ours ratios
-(with --seqlen-q, that many query rows).
+(with --seqlen-q, that many query rows). --eager also times the call itself (no graph) in each round, beside the
+graph's replay: do the two differ where the kernel is the same?
 """
 import argparse
 import json
@@ -58,6 +59,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=f"default {DEFAULT_ROUNDS}")
     ap.add_argument("--seqlen-q", type=int, default=1)
     ap.add_argument("--json", help="where to write the records")
+    ap.add_argument("--eager", action="store_true", help="also time the call without a graph each round")
     args = ap.parse_args()
     shapes = list(args.shapes)
     if args.lowest_from:
@@ -75,20 +77,27 @@ def main():
         gen, q = shape_queries(batch, nheads_k, cache_len, args.seqlen_q)
         cudnn = cudnn_call(q, gen, batch, nheads_k, cache_len)
         k_cache, v_cache, lengths, table = shape_cache(batch, nheads_k, cache_len, page, gen)
-        graph = bd.graph_of(lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True,
-                                                            block_table=table))
-        ours, theirs = [], []
+        call = lambda: flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, causal=True,
+                                               block_table=table)
+        graph = bd.graph_of(call)
+        ours, theirs, eager = [], [], []
         for _ in range(args.rounds):
             ours.append(bd.time_us(graph.replay, bd.WARMUP, bd.REPS, flush))
             theirs.append(bd.time_us(cudnn, bd.WARMUP, bd.REPS, flush))
+            if args.eager:
+                eager.append(bd.time_us(call, bd.WARMUP, bd.REPS, flush))
         ratios = [t / o for o, t in zip(ours, theirs)]
         rec = {"shape": text, "batch": batch, "nheads_k": nheads_k, "cache_len": cache_len, "page_size": page,
                "seqlen_q": args.seqlen_q, "ours_us": ours, "cudnn_us": theirs,
                "ratio_of_medians": statistics.median(theirs) / statistics.median(ours)}
+        if eager:
+            rec["eager_us"] = eager
         records.append(rec)
         print(f"{text:>18} | {statistics.median(ours):9.1f} {statistics.median(theirs):9.1f} | "
               f"{rec['ratio_of_medians']:.3f}  ({min(ratios):.3f} - {max(ratios):.3f}, "
-              f"{sum(x >= 1 for x in ratios)} of {len(ratios)})", flush=True)
+              f"{sum(x >= 1 for x in ratios)} of {len(ratios)})"
+              + (f" | eager {statistics.median(eager):9.1f} ({min(eager):.1f} - {max(eager):.1f}), graph "
+                 f"{min(ours):.1f} - {max(ours):.1f}" if eager else ""), flush=True)
         del graph, k_cache, v_cache, cudnn
         torch.cuda.empty_cache()
     if args.json:

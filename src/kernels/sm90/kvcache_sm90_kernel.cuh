@@ -235,12 +235,62 @@ __device__ __forceinline__ void kvc_cluster_merge_up_to(const AttnParams& p, con
     }
 }
 
+// The same merge, the splits taken kGroup at a time with a running maximum (KvcPlan::merge_group): less code than
+// kvc_cluster_merge_up_to's full unrolling, which a call runs once, at its end, fetched cold where the kernel's code
+// is not in L2.
+template <int kGroup, class T, typename Elem>
+__device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, const KvcBlock& blk, int num_splits,
+                                                          uint32_t part_o, uint32_t part_lse, int tid) {
+    constexpr int kColsPerItem = 4;
+    const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks;
+    for (int item = int(ptx::cluster_rank()) * T::kConsumerThreads + tid; item < items;
+         item += num_splits * T::kConsumerThreads) {
+        const int local = item / chunks, col = item % chunks * kColsPerItem;
+        float max_lse = -INFINITY, weight_sum = 0.f;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 1
+        for (int j0 = 0; j0 < num_splits; j0 += kGroup) {
+            float lse[kGroup];
+            float4 o[kGroup];
+#pragma unroll
+            for (int j = 0; j < kGroup; ++j) {
+                const bool split = j0 + j < num_splits;
+                lse[j] = split ? ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, j0 + j)) : -INFINITY;
+                o[j] = split ? ptx::ld_cluster_f32x4(ptx::cluster_smem_addr(
+                                   part_o + (local * T::kPartialStride + col) * 4, j0 + j))
+                             : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+            float group_max = max_lse;
+#pragma unroll
+            for (int j = 0; j < kGroup; ++j) group_max = fmaxf(group_max, lse[j]);
+            if (group_max == -INFINITY) continue;  // no split so far saw a key
+            const float rescale = expf(max_lse - group_max);  // 0 while max_lse is -inf
+            weight_sum *= rescale;
+            acc.x *= rescale, acc.y *= rescale, acc.z *= rescale, acc.w *= rescale;
+#pragma unroll
+            for (int j = 0; j < kGroup; ++j) {
+                const float w = expf(lse[j] - group_max);
+                weight_sum += w;
+                acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
+            }
+            max_lse = group_max;
+        }
+        const int packed = blk.m0 + local;
+        kvc_store_merged<Elem>(p, blk.b, blk.token_of(packed), blk.head_of(packed), col, acc, weight_sum, max_lse);
+    }
+}
+
 // Clusters of up to 8 splits (kvc_one_sm_splits, kvc_latency_splits: the usual ones) unrolled for 8, so that an item
-// issues no loads, exponentials or products for splits past 8; larger clusters for kKvcClusterMax.
+// issues no loads, exponentials or products for splits past 8; larger clusters for kKvcClusterMax. With
+// KvcPlan::merge_group, kvc_cluster_merge_grouped (for measurement).
 template <class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
-                                                  uint32_t part_o, uint32_t part_lse, int tid) {
-    if (num_splits <= kKvcPortableCluster)
+                                                  uint32_t part_o, uint32_t part_lse, int tid, int merge_group) {
+    if (merge_group == 4)
+        kvc_cluster_merge_grouped<4, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
+    else if (merge_group == 2)
+        kvc_cluster_merge_grouped<2, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
+    else if (num_splits <= kKvcPortableCluster)
         kvc_cluster_merge_up_to<kKvcPortableCluster, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
     else
         kvc_cluster_merge_up_to<kKvcClusterMax, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
@@ -909,7 +959,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::cluster_arrive_shared();  // every split's partial rows written (to its own shared memory)
         ptx::cluster_wait();
         if (marks) kvc_mark(kKvMerging);
-        kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse), tid);
+        kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse), tid,
+                                   plan.merge_group);
         // ... and read: no block's shared memory goes while another may still read it. The merge's reads have
         // returned (its stores used them), so the arrive publishes nothing.
         ptx::cluster_arrive_relaxed();
