@@ -282,44 +282,55 @@ __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, c
 
 // The same merge, a lane a split (KvcPlan::merge_group < 0): each (row, 4-column chunk) item is taken by a group of
 // `width` lanes (num_splits rounded up to a power of two), lane j loading split j's partial row chunk and LSE; the
-// group's maximum, weights and sums by shuffles, and its first lane stores. All of an item's loads go out at once,
-// as in the unrolled merge, the items are shared out among every block of the cluster, and the code is a few dozen
-// instructions whatever the split count. Every thread runs the same rounds (the shuffles take whole warps).
+// group's maximum, weights and sums by shuffles, and its first lane stores. The items are shared out among every
+// block of the cluster, kItems a group in each round with all their loads issued first (7 splits leave 16 lanes of
+// 128 idle a block: one item a round would take two rounds for 4 rows), and the code is a few dozen instructions
+// whatever the split count. Every thread runs the same rounds (the shuffles take whole warps).
 template <class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge_lanes(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                         uint32_t part_o, uint32_t part_lse, int tid) {
-    constexpr int kColsPerItem = 4;
+    constexpr int kColsPerItem = 4, kItems = 2;
     const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks;
     int width = 1;
     while (width < num_splits) width *= 2;  // at most kKvcClusterMax (16): a group lies within a warp
     const int j = tid % width, groups_per_block = T::kConsumerThreads / width;
     const int group = int(ptx::cluster_rank()) * groups_per_block + tid / width;
     const int groups = num_splits * groups_per_block;
-    for (int base = 0; base < items; base += groups) {
-        const int item = base + group;
-        const int local = item / chunks, col = item % chunks * kColsPerItem;
-        float lse = -INFINITY;
-        float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (item < items && j < num_splits) {
-            lse = ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, j));
-            o = ptx::ld_cluster_f32x4(ptx::cluster_smem_addr(part_o + (local * T::kPartialStride + col) * 4, j));
+    for (int base = 0; base < items; base += kItems * groups) {
+        float lse[kItems];
+        float4 o[kItems];
+#pragma unroll
+        for (int k = 0; k < kItems; ++k) {
+            const int item = base + k * groups + group, local = item / chunks, col = item % chunks * kColsPerItem;
+            lse[k] = -INFINITY;
+            o[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (item < items && j < num_splits) {
+                lse[k] = ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, j));
+                o[k] = ptx::ld_cluster_f32x4(
+                    ptx::cluster_smem_addr(part_o + (local * T::kPartialStride + col) * 4, j));
+            }
         }
-        float max_lse = lse;
-        for (int off = width / 2; off > 0; off /= 2) max_lse = fmaxf(max_lse, __shfl_xor_sync(~0u, max_lse, off));
-        const float w = max_lse == -INFINITY ? 0.f : expf(lse - max_lse);  // 0 for a split that saw no key
-        float4 acc = make_float4(w * o.x, w * o.y, w * o.z, w * o.w);
-        float weight_sum = w;
-        for (int off = width / 2; off > 0; off /= 2) {
-            weight_sum += __shfl_xor_sync(~0u, weight_sum, off);
-            acc.x += __shfl_xor_sync(~0u, acc.x, off);
-            acc.y += __shfl_xor_sync(~0u, acc.y, off);
-            acc.z += __shfl_xor_sync(~0u, acc.z, off);
-            acc.w += __shfl_xor_sync(~0u, acc.w, off);
-        }
-        if (j == 0 && item < items) {
-            const int packed = blk.m0 + local;
-            kvc_store_merged<Elem>(p, blk.b, blk.token_of(packed), blk.head_of(packed), col, acc, weight_sum,
-                                   max_lse);
+#pragma unroll
+        for (int k = 0; k < kItems; ++k) {
+            float max_lse = lse[k];
+            for (int off = width / 2; off > 0; off /= 2)
+                max_lse = fmaxf(max_lse, __shfl_xor_sync(~0u, max_lse, off));
+            const float w = max_lse == -INFINITY ? 0.f : expf(lse[k] - max_lse);  // 0 for a split that saw no key
+            float4 acc = make_float4(w * o[k].x, w * o[k].y, w * o[k].z, w * o[k].w);
+            float weight_sum = w;
+            for (int off = width / 2; off > 0; off /= 2) {
+                weight_sum += __shfl_xor_sync(~0u, weight_sum, off);
+                acc.x += __shfl_xor_sync(~0u, acc.x, off);
+                acc.y += __shfl_xor_sync(~0u, acc.y, off);
+                acc.z += __shfl_xor_sync(~0u, acc.z, off);
+                acc.w += __shfl_xor_sync(~0u, acc.w, off);
+            }
+            const int item = base + k * groups + group;
+            if (j == 0 && item < items) {
+                const int local = item / chunks, packed = blk.m0 + local;
+                kvc_store_merged<Elem>(p, blk.b, blk.token_of(packed), blk.head_of(packed),
+                                       item % chunks * kColsPerItem, acc, weight_sum, max_lse);
+            }
         }
     }
 }

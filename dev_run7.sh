@@ -10,8 +10,9 @@ cd /tmp; export PYTHONPATH=/tmp/site
 timeout 120 python3 -m pytest -q -rfEs -p no:cacheprovider --rootdir $root $root/tests/python/test_kvcache.py -k "cluster_merge_by_groups or merged_in_a_cluster or one_sequence_many_splits" -n 8 > $L/pytest_merge.log 2>&1; el "pytest rc $? $(tail -1 $L/pytest_merge.log)"
 S=$root/bench/decode_splits.py
 M="--env ml=FLASHATTN_KVC_MERGE_GROUP:lanes --env m2=FLASHATTN_KVC_MERGE_GROUP:2"
-SH="1:8:1024 1:8:4096 1:8:1024:16 1:8:4096:16 1:32:1024 4:8:1024 4:8:4096 1:8:16384 16:8:16384"
+SH="1:8:1024 1:8:4096 1:8:1024:16 1:8:4096:16 1:32:1024 1:32:4096 4:8:1024 4:8:4096 4:8:4096:16 1:8:16384 16:8:16384"
 FLASHATTN_KVC_PRINT_PLAN=1 timeout 120 python3 $S --shapes $SH --splits 0 $M > $L/a_zero.txt 2> $L/a_plans.txt; el "a rc $?"
 FLASHATTN_BENCH_FLUSH=read timeout 150 python3 $S --shapes $SH --splits 0 --warm-code $M > $L/b_read.txt 2>&1; el "b rc $?"
 timeout 120 python3 $S --shapes $SH --splits 0 $M > $L/c_zero.txt 2>&1; el "c rc $?"
+timeout 100 python3 $S --seqlen-q 4 --shapes 1:8:4096 4:8:4096 1:32:1024 --splits 0 $M > $L/d_q4.txt 2>&1; el "d rc $?"
 el done
