@@ -235,9 +235,12 @@ __device__ __forceinline__ void kvc_cluster_merge_up_to(const AttnParams& p, con
     }
 }
 
-// The same merge, the splits taken kGroup at a time with a running maximum (KvcPlan::merge_group): less code than
-// kvc_cluster_merge_up_to's full unrolling, which a call runs once, at its end, fetched cold where the kernel's code
-// is not in L2.
+// The same merge, the splits taken kGroup at a time with a running maximum (KvcPlan::merge_group): a fraction of
+// kvc_cluster_merge_up_to's code, which a call runs once, at its end, fetched from DRAM where the kernel's code is not
+// in L2 (a serving step's other kernels have read their weights through it), but a round trip to the other blocks'
+// shared memory a group. Measured on an H200 (bench/NOTES.md, "kv-cache: the kernel's code after a reading flush"):
+// after a flush that reads 256 MiB, groups of 2 took 1.3-2.5 us off the cluster-merged calls of 11-30 us; after the
+// benchmark's memset flush, which leaves the code in L2, they were 0.0-0.7 us slower than the unrolled merge.
 template <int kGroup, class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                           uint32_t part_o, uint32_t part_lse, int tid) {
@@ -280,72 +283,13 @@ __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, c
     }
 }
 
-// The same merge, a lane a split (KvcPlan::merge_group < 0): each (row, 4-column chunk) item is taken by a group of
-// `width` lanes (num_splits rounded up to a power of two), lane j loading split j's partial row chunk and LSE; the
-// group's maximum, weights and sums by shuffles, and its first lane stores. The items are shared out among every
-// block of the cluster, kItems a group in each round with all their loads issued first (7 splits leave 16 lanes of
-// 128 idle a block: one item a round would take two rounds for 4 rows), and the code is a few dozen instructions
-// whatever the split count. Every thread runs the same rounds (the shuffles take whole warps).
-template <class T, typename Elem>
-__device__ __forceinline__ void kvc_cluster_merge_lanes(const AttnParams& p, const KvcBlock& blk, int num_splits,
-                                                        uint32_t part_o, uint32_t part_lse, int tid) {
-    constexpr int kColsPerItem = 4, kItems = 2;
-    const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks;
-    int width = 1;
-    while (width < num_splits) width *= 2;  // at most kKvcClusterMax (16): a group lies within a warp
-    const int j = tid % width, groups_per_block = T::kConsumerThreads / width;
-    const int group = int(ptx::cluster_rank()) * groups_per_block + tid / width;
-    const int groups = num_splits * groups_per_block;
-    for (int base = 0; base < items; base += kItems * groups) {
-        float lse[kItems];
-        float4 o[kItems];
-#pragma unroll
-        for (int k = 0; k < kItems; ++k) {
-            const int item = base + k * groups + group, local = item / chunks, col = item % chunks * kColsPerItem;
-            lse[k] = -INFINITY;
-            o[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (item < items && j < num_splits) {
-                lse[k] = ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, j));
-                o[k] = ptx::ld_cluster_f32x4(
-                    ptx::cluster_smem_addr(part_o + (local * T::kPartialStride + col) * 4, j));
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < kItems; ++k) {
-            float max_lse = lse[k];
-            for (int off = width / 2; off > 0; off /= 2)
-                max_lse = fmaxf(max_lse, __shfl_xor_sync(~0u, max_lse, off));
-            const float w = max_lse == -INFINITY ? 0.f : expf(lse[k] - max_lse);  // 0 for a split that saw no key
-            float4 acc = make_float4(w * o[k].x, w * o[k].y, w * o[k].z, w * o[k].w);
-            float weight_sum = w;
-            for (int off = width / 2; off > 0; off /= 2) {
-                weight_sum += __shfl_xor_sync(~0u, weight_sum, off);
-                acc.x += __shfl_xor_sync(~0u, acc.x, off);
-                acc.y += __shfl_xor_sync(~0u, acc.y, off);
-                acc.z += __shfl_xor_sync(~0u, acc.z, off);
-                acc.w += __shfl_xor_sync(~0u, acc.w, off);
-            }
-            const int item = base + k * groups + group;
-            if (j == 0 && item < items) {
-                const int local = item / chunks, packed = blk.m0 + local;
-                kvc_store_merged<Elem>(p, blk.b, blk.token_of(packed), blk.head_of(packed),
-                                       item % chunks * kColsPerItem, acc, weight_sum, max_lse);
-            }
-        }
-    }
-}
-
 // Clusters of up to 8 splits (kvc_one_sm_splits, kvc_latency_splits: the usual ones) unrolled for 8, so that an item
 // issues no loads, exponentials or products for splits past 8; larger clusters for kKvcClusterMax. With
-// KvcPlan::merge_group, kvc_cluster_merge_grouped (for measurement).
+// KvcPlan::merge_group 2, kvc_cluster_merge_grouped.
 template <class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                   uint32_t part_o, uint32_t part_lse, int tid, int merge_group) {
-    if (merge_group < 0)
-        kvc_cluster_merge_lanes<T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
-    else if (merge_group == 4)
-        kvc_cluster_merge_grouped<4, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
-    else if (merge_group == 2)
+    if (merge_group == 2)
         kvc_cluster_merge_grouped<2, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
     else if (num_splits <= kKvcPortableCluster)
         kvc_cluster_merge_up_to<kKvcPortableCluster, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
