@@ -239,8 +239,9 @@ __device__ __forceinline__ void kvc_cluster_merge_up_to(const AttnParams& p, con
 // kvc_cluster_merge_up_to's code, which a call runs once, at its end, fetched from DRAM where the kernel's code is not
 // in L2 (a serving step's other kernels have read their weights through it), but a round trip to the other blocks'
 // shared memory a group. Measured on an H200 (bench/NOTES.md, "kv-cache: the kernel's code after a reading flush"):
-// after a flush that reads 256 MiB, groups of 2 took 1.3-2.5 us off the cluster-merged calls of 11-30 us; after the
-// benchmark's memset flush, which leaves the code in L2, they were 0.0-0.7 us slower than the unrolled merge.
+// after a flush that reads 256 MiB, groups of 2 took 1.3-2.8 us off the cluster-merged calls of 11-30 us; after the
+// benchmark's memset flush, which leaves the code in L2, they were 0.5 us faster to 0.7 us slower than the unrolled
+// merge.
 template <int kGroup, class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                           uint32_t part_o, uint32_t part_lse, int tid) {
