@@ -363,6 +363,17 @@ def captured(call):
     return graph, outputs
 
 
+def poisoned_replays(graph, outputs, times=3):
+    """Replays graph `times` times, each after filling its static outputs with NaN, and yields once a replay has
+    finished: every element the caller then checks was written by that replay."""
+    for _ in range(times):
+        for t in outputs:
+            t.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        yield
+
+
 def filled_allocator(fill):
     """An allocator for flashattn's scratch memory that hands out buffers filled with `fill`: "ff" (every byte 0xFF),
     "random" (seeded random bytes), or an int (every 4-byte word that value)."""
@@ -445,11 +456,7 @@ def test_last_block_merge_from_any_workspace(fill, monkeypatch, capfd):
     assert "splits 12 (merge: last block)" in capfd.readouterr().err
     monkeypatch.delenv("FLASHATTN_KVC_PRINT_PLAN")
     graph, (static_out, static_lse) = captured(call)
-    for _ in range(3):
-        static_out.fill_(float("nan"))
-        static_lse.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
+    for _ in poisoned_replays(graph, (static_out, static_lse)):
         assert torch.equal(static_out, first[0]) and torch.equal(static_lse, first[1])
 
 
@@ -527,11 +534,7 @@ def test_balanced_splits_from_any_workspace_and_replayed(fill, monkeypatch, capf
     assert "balance_tiles 2," in plan and "(merge: combine)" in plan and "one_producer 0" in plan, plan
     monkeypatch.delenv("FLASHATTN_KVC_PRINT_PLAN")
     graph, (static_out, static_lse) = captured(call)
-    for _ in range(3):
-        static_out.fill_(float("nan"))
-        static_lse.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
+    for _ in poisoned_replays(graph, (static_out, static_lse)):
         assert_close_by_rule(static_out.cpu(), want_out, same_out, "out")
         assert_lse_close(static_lse, want_lse)
 
