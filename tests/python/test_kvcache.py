@@ -313,24 +313,6 @@ def test_cluster_merge_two_splits_at_a_time(device, batch, num_splits, page_size
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("batch,num_splits,page_size,head_group", [
-    (3, 1, None, "1"), (5, 1, 16, "1"), (3, 3, 64, "1"), (2, 40, None, "1"), (3, 2, None, "2"), (3, 1, 16, "4")])
-def test_blocks_in_heads_major_order(device, batch, num_splits, page_size, head_group, monkeypatch, capfd):
-    # FLASHATTN_KVC_HEADS_MAJOR=1: the grid's blocks in kv-head-major order; every (sequence, kv head) still gets its
-    # own block: one split, splits merged in a cluster (3) and by the combine kernel (40), several kv heads a block,
-    # ragged lengths with an empty sequence.
-    monkeypatch.setenv("FLASHATTN_KVC_HEADS_MAJOR", "1")
-    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", head_group)
-    monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
-    check(device, torch.bfloat16, batch=batch, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=1500,
-          seqlen_new=0, lengths=[1500, 0, 333, 1499, 77][:batch], page_size=page_size, num_splits=num_splits,
-          causal=True)
-    if device == "cuda":
-        err = capfd.readouterr().err
-        assert "heads_major 1" in err, err
-
-
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("page_size", [None, 16])
 def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capfd):
     # Where the heuristic's split count makes more clusters than the GPU holds at once (batch 4 x 8 kv heads from

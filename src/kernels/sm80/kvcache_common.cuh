@@ -167,13 +167,10 @@ struct KvcBlock {
     TileRange unit_tiles;  // every split's: the tiles the block's rows see (the Hopper kernel's balanced splits)
 
     __device__ __forceinline__ KvcBlock(const AttnParams& p, int num_splits, int block_m, int keys_per_tile,
-                                        int head_group = 1, bool heads_major = false) {
+                                        int head_group = 1) {
         split = blockIdx.z;
         const int groups = p.nheads_k / head_group;
-        if (heads_major)
-            b = blockIdx.y % p.batch, hk = blockIdx.y / p.batch * head_group;
-        else
-            b = blockIdx.y / groups, hk = blockIdx.y % groups * head_group;
+        b = blockIdx.y / groups, hk = blockIdx.y % groups * head_group;
         heads_per_kv = p.nheads / p.nheads_k;
         kv_rows = p.seqlen_q * heads_per_kv;
         packed_rows = kv_rows * head_group;

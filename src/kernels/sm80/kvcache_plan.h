@@ -62,10 +62,6 @@ struct KvcPlan {
     // The Hopper kernel's cluster merge taking the splits merge_group (2) at a time rather than all unrolled
     // (FLASHATTN_KVC_MERGE_GROUP=2; 0: unrolled). Less code at the call's end (kvc_cluster_merge_grouped).
     int merge_group = 0;
-    // The Hopper kernel's grid y taken kv head first (FLASHATTN_KVC_HEADS_MAJOR=1; blockIdx.y = kv-head group x batch
-    // + sequence): blocks launched together read one kv head of consecutive sequences, rather than every kv head of
-    // one sequence (false: sequence x kv-head groups + group).
-    bool heads_major = false;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)

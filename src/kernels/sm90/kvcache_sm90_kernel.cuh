@@ -440,7 +440,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // A block of head_group kv heads (KvcPlan::head_group): its tiles are kBlockN key-rows, keys_per_tile keys of
     // each of its kv heads, arranged as KvcTileCols says.
     const int head_group = plan.head_group, keys_per_tile = T::kBlockN / head_group;
-    const KvcBlock blk(p, plan.num_splits, T::kBlockM, keys_per_tile, head_group, plan.heads_major);
+    const KvcBlock blk(p, plan.num_splits, T::kBlockM, keys_per_tile, head_group);
     const int split = blk.split, b = blk.b, hk = blk.hk, rows = blk.rows, m0 = blk.m0;
     const CacheSeq seq = blk.seq;
     const KeyRange first = blk.first, last = blk.last;
