@@ -342,10 +342,6 @@ constexpr int kKvcMaxBalanceTiles = 1024;
 // kvc_cluster_merge_grouped). Not the default: with the code in L2 the unrolled merge is up to 0.7 us faster.
 constexpr const char* kKvcMergeGroupVariable = "FLASHATTN_KVC_MERGE_GROUP";
 
-// FLASHATTN_KVC_WARM_MERGE=1: the Hopper kernel's cluster merge run dry at each block's start (KvcPlan::warm_merge),
-// for measurement.
-constexpr const char* kKvcWarmMergeVariable = "FLASHATTN_KVC_WARM_MERGE";
-
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
 // grid is one of many waves (kvc_sm90_many_waves), split by kvc_many_wave_splits where it is of one kv head a block.
 // tiles_in_flight: the Hopper kernel's stages, for kvc_latency_splits (its splits merge in a cluster) and
@@ -490,8 +486,6 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         plan.k_first = !(k_first && std::strcmp(k_first, "0") == 0);
         const char* merge_group = std::getenv(kKvcMergeGroupVariable);
         if (merge_group && std::strcmp(merge_group, "2") == 0) plan.merge_group = 2;
-        const char* warm_merge = std::getenv(kKvcWarmMergeVariable);
-        plan.warm_merge = warm_merge && std::strcmp(warm_merge, "1") == 0;
         const bool paged = p.block_table != nullptr, alibi = p.alibi_slopes != nullptr;
         // Fast memory: table order. On an H200 (bench/NOTES.md, "kv-cache on the H200") the address order the rule
         // takes read 16 x 8 x 64k page 16 (two splits, merged windows) at 983.9 us against 956.3 in table order, 4 x 8
@@ -535,12 +529,12 @@ void print_kvc_plan(const AttnParams& p, const KvcPlan& plan, bool sm90) {
                  "flashattn kv-cache plan: %s kernel; batch %d, seqlen_q %d, nheads %d, nheads_k %d, seqlen_k %d, "
                  "page_size %d: splits %d (merge: %s), head_group %d, tiles_ahead %d, overlap_products %d, "
                  "one_producer %d, k_first %d, pages_in_address_order %d, kv_read_once %d, softmax_all_rows %d, "
-                 "balance_tiles %d, merge_group %d, warm_merge %d, workspace %zu bytes\n",
+                 "balance_tiles %d, merge_group %d, workspace %zu bytes\n",
                  sm90 ? "Hopper" : "Ampere-class", p.batch, p.seqlen_q, p.nheads, p.nheads_k, p.seqlen_k,
                  p.block_table ? p.page_size : 0, plan.num_splits, merge, plan.head_group, plan.tiles_ahead,
                  int(plan.overlap_products), int(plan.one_producer), int(plan.k_first),
                  int(plan.pages_in_address_order), int(plan.kv_read_once), int(plan.softmax_all_rows),
-                 plan.balance_tiles, plan.merge_group, int(plan.warm_merge), plan.workspace_bytes);
+                 plan.balance_tiles, plan.merge_group, plan.workspace_bytes);
 }
 
 void launch_kvc(const AttnParams& p, const KvcPlan& plan) {

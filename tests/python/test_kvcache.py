@@ -313,23 +313,6 @@ def test_cluster_merge_two_splits_at_a_time(device, batch, num_splits, page_size
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("batch,num_splits,page_size,seqlen_q", [
-    (3, 3, None, 1), (3, 8, 16, 4), (1, 13, None, 1), (1, 16, 64, 2), (1, 5, None, 16), (2, 7, None, 4)])
-def test_cluster_merge_run_dry_first(device, batch, num_splits, page_size, seqlen_q, monkeypatch, capfd):
-    # FLASHATTN_KVC_WARM_MERGE=1: each block runs the cluster merge's code once at its start with no store (its loads
-    # from its own Q rows); the results are the merge's alone. Clusters of 8 and of 16 (the two unrolled merges), 4-64
-    # packed rows, splits that saw no key and rows no split saw.
-    monkeypatch.setenv("FLASHATTN_KVC_WARM_MERGE", "1")
-    monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
-    check(device, torch.bfloat16, batch=batch, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,
-          seqlen_cache=1500, seqlen_new=0, lengths=[1500, 0, 333][:batch], page_size=page_size,
-          num_splits=num_splits, causal=True, window_size=(1100, 0))
-    if device == "cuda":
-        err = capfd.readouterr().err
-        assert "(merge: cluster)" in err and "warm_merge 1" in err, err
-
-
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("page_size", [None, 16])
 def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capfd):
     # Where the heuristic's split count makes more clusters than the GPU holds at once (batch 4 x 8 kv heads from

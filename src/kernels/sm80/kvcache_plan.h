@@ -62,9 +62,6 @@ struct KvcPlan {
     // The Hopper kernel's cluster merge taking the splits merge_group (2) at a time rather than all unrolled
     // (FLASHATTN_KVC_MERGE_GROUP=2; 0: unrolled). Less code at the call's end (kvc_cluster_merge_grouped).
     int merge_group = 0;
-    // The Hopper kernel's cluster merge run dry at each block's start (FLASHATTN_KVC_WARM_MERGE; kvc_cluster_merge_up_to),
-    // its code then fetched before the call's end.
-    bool warm_merge = false;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)

@@ -178,8 +178,7 @@ __device__ __forceinline__ void kvc_claim_reset(unsigned long long* counter) { a
 // -inf) gets 0 and +inf, as the combine kernel gives it.
 template <typename Elem>
 __device__ __forceinline__ void kvc_store_merged(const AttnParams& p, int b, int token, int head, int col, float4 acc,
-                                                 float weight_sum, float max_lse, bool store = true) {
-    if (!store) return;  // the merge's dry run (kvc_cluster_merge_up_to)
+                                                 float weight_sum, float max_lse) {
     const bool empty = max_lse == -INFINITY;
     const float inv = empty ? 0.f : __fdividef(1.f, weight_sum);
     Elem* o = static_cast<Elem*>(p.out) + b * p.out_batch_stride + token * p.out_row_stride +
@@ -191,18 +190,6 @@ __device__ __forceinline__ void kvc_store_merged(const AttnParams& p, int b, int
             empty ? INFINITY : max_lse + __logf(weight_sum);
 }
 
-// What a merge needs of its block (KvcBlock's rows and their tokens and heads), small enough to pass by value to the
-// non-inlined merge.
-struct KvcMergeRows {
-    int b, hk, m0, rows, kv_rows, heads_per_kv;
-    __device__ __forceinline__ explicit KvcMergeRows(const KvcBlock& blk)
-        : b(blk.b), hk(blk.hk), m0(blk.m0), rows(blk.rows), kv_rows(blk.kv_rows), heads_per_kv(blk.heads_per_kv) {}
-    __device__ __forceinline__ int token_of(int packed) const { return packed % kv_rows / heads_per_kv; }
-    __device__ __forceinline__ int head_of(int packed) const {
-        return (hk + packed / kv_rows) * heads_per_kv + packed % heads_per_kv;
-    }
-};
-
 // The splits of one unit (row block, kv heads) merged inside their cluster (KvcPlan::merge_in_cluster; the cluster
 // spans the grid's z, one block a split, so a block's rank is its split). Why: at batch 1-4 a second kernel and a
 // round trip of the partial results through memory are a measurable share of the call (batch 1 x 8 kv heads, 1k
@@ -213,21 +200,12 @@ struct KvcMergeRows {
 // out = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse) (sm80/kvcache_combine.cuh's arithmetic; a split that
 // saw no key has lse -inf, a row no split saw gets 0 and +inf). kMaxSplits: the splits each item's loads and weights
 // are unrolled for (kvc_cluster_merge picks 8, the planner's usual cluster, or kKvcClusterMax).
-//
-// Not inlined, so that its code has one place: `dry` (KvcPlan::warm_merge) runs it once at the block's start, while
-// the consumers wait for their first K tile, with every load from the block's own shared memory at `part_o` and
-// `part_lse` (row 0 of Q's, already written) and no store, so that its code is in the SM's instruction caches and in
-// L2 when the real merge runs at the call's end. Why: a call runs the merge once, last, and where a serving step's
-// other kernels have left the kernel's code out of L2 it was fetched from DRAM there, 2.7 us of a 12-30 us call
-// (bench/NOTES.md, "kv-cache: the kernel's code after a reading flush"). `p` is the kernel's __grid_constant__
-// parameter (no copy is made for the reference).
 template <int kMaxSplits, class T, typename Elem>
-__device__ __noinline__ void kvc_cluster_merge_up_to(const AttnParams& p, const KvcMergeRows blk, int num_splits,
-                                                     uint32_t part_o, uint32_t part_lse, int tid, bool dry) {
+__device__ __forceinline__ void kvc_cluster_merge_up_to(const AttnParams& p, const KvcBlock& blk, int num_splits,
+                                                        uint32_t part_o, uint32_t part_lse, int tid) {
     constexpr int kColsPerItem = 4;  // one 16-byte load of a partial row
     const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks;
-    const uint32_t own = ptx::cluster_rank();
-    for (int item = dry ? tid % chunks : int(own) * T::kConsumerThreads + tid; item < items;
+    for (int item = int(ptx::cluster_rank()) * T::kConsumerThreads + tid; item < items;
          item += num_splits * T::kConsumerThreads) {
         const int local = item / chunks, col = item % chunks * kColsPerItem;
         float lse[kMaxSplits];
@@ -236,10 +214,9 @@ __device__ __noinline__ void kvc_cluster_merge_up_to(const AttnParams& p, const 
 #pragma unroll
         for (int j = 0; j < kMaxSplits; ++j) {  // every split's loads issued before any is used
             const bool split = j < num_splits;
-            const uint32_t rank = dry ? own : uint32_t(j);
-            lse[j] = split ? ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, rank)) : -INFINITY;
+            lse[j] = split ? ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, j)) : -INFINITY;
             o[j] = split ? ptx::ld_cluster_f32x4(ptx::cluster_smem_addr(
-                               part_o + (local * T::kPartialStride + col) * 4, rank))
+                               part_o + (local * T::kPartialStride + col) * 4, j))
                          : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
@@ -254,9 +231,7 @@ __device__ __noinline__ void kvc_cluster_merge_up_to(const AttnParams& p, const 
             acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
         }
         const int packed = blk.m0 + local;
-        kvc_store_merged<Elem>(p, blk.b, blk.token_of(packed), blk.head_of(packed), col, acc, weight_sum, max_lse,
-                               !dry);
-        if (dry) break;
+        kvc_store_merged<Elem>(p, blk.b, blk.token_of(packed), blk.head_of(packed), col, acc, weight_sum, max_lse);
     }
 }
 
@@ -311,19 +286,16 @@ __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, c
 
 // Clusters of up to 8 splits (kvc_one_sm_splits, kvc_latency_splits: the usual ones) unrolled for 8, so that an item
 // issues no loads, exponentials or products for splits past 8; larger clusters for kKvcClusterMax. With
-// KvcPlan::merge_group 2, kvc_cluster_merge_grouped (which has no dry run). `dry`: kvc_cluster_merge_up_to's.
+// KvcPlan::merge_group 2, kvc_cluster_merge_grouped.
 template <class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
-                                                  uint32_t part_o, uint32_t part_lse, int tid, int merge_group,
-                                                  bool dry = false) {
-    if (merge_group == 2) {
-        if (!dry) kvc_cluster_merge_grouped<2, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
-    } else if (num_splits <= kKvcPortableCluster) {
-        kvc_cluster_merge_up_to<kKvcPortableCluster, T, Elem>(p, KvcMergeRows(blk), num_splits, part_o, part_lse, tid,
-                                                              dry);
-    } else {
-        kvc_cluster_merge_up_to<kKvcClusterMax, T, Elem>(p, KvcMergeRows(blk), num_splits, part_o, part_lse, tid, dry);
-    }
+                                                  uint32_t part_o, uint32_t part_lse, int tid, int merge_group) {
+    if (merge_group == 2)
+        kvc_cluster_merge_grouped<2, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
+    else if (num_splits <= kKvcPortableCluster)
+        kvc_cluster_merge_up_to<kKvcPortableCluster, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
+    else
+        kvc_cluster_merge_up_to<kKvcClusterMax, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
 }
 
 // Splits merged by the unit's last block to finish (KvcPlan::merge_by_last), the combine kernel's work without a
@@ -454,7 +426,7 @@ constexpr int kKvcOrderMergeBarrier = 3;
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
-                        const __grid_constant__ AttnParams p, const KvcPlan plan) {
+                        const AttnParams p, const KvcPlan plan) {
 #if defined(__CUDA_ARCH__) && !FLASHATTN_SM90A
     __trap();  // sm_90a code only; the dispatch launches it on compute capability 9.0 alone
 #else
@@ -760,11 +732,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     }
     const bool marks = tid == 0;  // the timeline's (diagnostic builds only)
     if (marks) kvc_mark(kKvQReady);
-    // The cluster merge's code fetched now, while the first K tile is on its way (kvc_cluster_merge_up_to's dry run,
-    // on Q's row 0).
-    if (plan.warm_merge && in_cluster && plan.num_splits > 1)
-        kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(s.q[0]), ptx::smem_addr(s.q[0]), tid,
-                                   plan.merge_group, true);
 
     // Each thread's two rows (group and group + 8 of its warp's 16).
     const int group = lane / 4, tig = lane % 4;
