@@ -295,21 +295,23 @@ def test_splits_merged_in_a_cluster_or_by_the_combine(device, num_splits, cluste
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("merge_group", ["2", "0"])
 @pytest.mark.parametrize("batch,num_splits,page_size,seqlen_q", [
     (3, 3, None, 1), (3, 8, 16, 4), (1, 13, None, 1), (1, 16, 64, 2), (1, 5, None, 16), (2, 7, None, 4)])
-def test_cluster_merge_two_splits_at_a_time(device, batch, num_splits, page_size, seqlen_q, monkeypatch, capfd):
-    # FLASHATTN_KVC_MERGE_GROUP=2: the cluster merge takes the splits two at a time with a running maximum (an odd
-    # split count's last group half empty, splits that saw no key, rows no split saw, and 16 query rows of 4 heads, 64
-    # packed rows, among the cases). Batches small enough for the clusters of 13 and 16 to fit the GPU at once (else
-    # the combine merges them).
-    monkeypatch.setenv("FLASHATTN_KVC_MERGE_GROUP", "2")
+def test_cluster_merge_two_splits_at_a_time(device, merge_group, batch, num_splits, page_size, seqlen_q, monkeypatch,
+                                            capfd):
+    # The cluster merge two splits at a time with a running maximum (the default; an odd split count's last group half
+    # empty, splits that saw no key, rows no split saw, and 16 query rows of 4 heads, 64 packed rows, among the cases),
+    # and FLASHATTN_KVC_MERGE_GROUP=0's merge unrolled for 8 or 16 splits. Batches small enough for the clusters of 13
+    # and 16 to fit the GPU at once (else the combine merges them).
+    monkeypatch.setenv("FLASHATTN_KVC_MERGE_GROUP", merge_group)
     monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
     check(device, torch.bfloat16, batch=batch, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,
           seqlen_cache=1500, seqlen_new=0, lengths=[1500, 0, 333][:batch], page_size=page_size,
           num_splits=num_splits, causal=True, window_size=(1100, 0))
     if device == "cuda":
         err = capfd.readouterr().err
-        assert "(merge: cluster)" in err and "merge_group 2" in err, err
+        assert "(merge: cluster)" in err and f"merge_group {merge_group}" in err, err
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -235,13 +235,13 @@ __device__ __forceinline__ void kvc_cluster_merge_up_to(const AttnParams& p, con
     }
 }
 
-// The same merge, the splits taken kGroup at a time with a running maximum (KvcPlan::merge_group): a fraction of
-// kvc_cluster_merge_up_to's code, which a call runs once, at its end, fetched from DRAM where the kernel's code is not
-// in L2 (a serving step's other kernels have read their weights through it), but a round trip to the other blocks'
-// shared memory a group. Measured on an H200 (bench/NOTES.md, "kv-cache: the kernel's code after a reading flush"):
-// after a flush that reads 256 MiB, groups of 2 took 1.3-2.8 us off the cluster-merged calls of 11-30 us; after the
-// benchmark's memset flush, which leaves the code in L2, they were 0.5 us faster to 0.7 us slower than the unrolled
-// merge.
+// The same merge, the splits taken kGroup at a time with a running maximum (KvcPlan::merge_group; the default): a
+// fraction of kvc_cluster_merge_up_to's code, at a round trip to the other blocks' shared memory a group. Why: a call
+// runs the merge once, at its end, and its code is fetched as it runs: from DRAM where a serving step's other kernels
+// have read their weights through L2, from L2 after the benchmark's memset flush. Measured on an H200 (bench/NOTES.md,
+// "kv-cache: the merge two splits at a time"): after a flush that reads 256 MiB, groups of 2 took 1.3-2.8 us off the
+// cluster-merged calls of 11-30 us; after the memset flush they were 0.5 us faster to 0.7 us slower than the unrolled
+// merge, on average the same.
 template <int kGroup, class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                           uint32_t part_o, uint32_t part_lse, int tid) {
@@ -284,9 +284,9 @@ __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, c
     }
 }
 
-// Clusters of up to 8 splits (kvc_one_sm_splits, kvc_latency_splits: the usual ones) unrolled for 8, so that an item
-// issues no loads, exponentials or products for splits past 8; larger clusters for kKvcClusterMax. With
-// KvcPlan::merge_group 2, kvc_cluster_merge_grouped.
+// By default (KvcPlan::merge_group 2) kvc_cluster_merge_grouped. Else (FLASHATTN_KVC_MERGE_GROUP=0, for comparison)
+// clusters of up to 8 splits (kvc_one_sm_splits, kvc_latency_splits: the usual ones) unrolled for 8, so that an item
+// issues no loads, exponentials or products for splits past 8; larger clusters for kKvcClusterMax.
 template <class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                   uint32_t part_o, uint32_t part_lse, int tid, int merge_group) {
