@@ -66,9 +66,9 @@ bool addressable(const void* base, const CacheGeometry& g) {
 template <ElemType kElem, int kHeadDim>
 using Traits = KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>;
 
-template <class T>
+template <class T, bool kLean = false>
 auto prepared_kernel() {
-    const auto kernel = kvcache_sm90_kernel<T>;
+    const auto kernel = kvcache_sm90_kernel<T, kLean>;
     // Clusters of more than 8 blocks (splits merged in a cluster, up to kKvcClusterMax) are "non-portable".
     ensure_func_attributes(kernel, kvc_sm90_smem_bytes<T>(), /*non_portable_clusters=*/true, "Hopper kv-cache");
     return kernel;
@@ -190,12 +190,24 @@ uint32_t next_merge_epoch() {
     }
 }
 
+// FLASHATTN_KVC_LEAN=1: calls the lean instance runs (kvc_lean) launch it (measurement).
+constexpr const char* kKvcLeanVariable = "FLASHATTN_KVC_LEAN";
+
+// The calls the lean instance (kvcache_sm90_kernel's kLean) runs: one kv head a block, no score modifier, pages in
+// table order, fixed splits, no last-block merge.
+bool kvc_lean(const AttnParams& p, const KvcPlan& plan) {
+    const char* choice = std::getenv(kKvcLeanVariable);
+    if (!(choice && std::strcmp(choice, "1") == 0)) return false;
+    return plan.head_group == 1 && plan.balance_tiles == 0 && !(plan.pages_in_address_order && p.block_table) &&
+           !plan.merge_by_last && !(p.softcap > 0.f) && p.alibi_slopes == nullptr;
+}
+
 template <class T>
 void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto stream = static_cast<cudaStream_t>(p.stream);
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
-    const auto kernel = prepared_kernel<T>();
+    const auto kernel = kvc_lean(p, plan) ? prepared_kernel<T, true>() : prepared_kernel<T>();
     // A box: a 16- or 8-row piece of the block's kv heads (several a block), a page piece of one (paged), or a whole
     // tile.
     const auto box_rows =

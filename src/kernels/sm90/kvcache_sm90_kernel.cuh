@@ -423,7 +423,10 @@ __device__ __forceinline__ void kvc_row_columns(bool all_columns, int cols_left,
 constexpr int kKvcKFirstBarrier = 2;
 constexpr int kKvcOrderMergeBarrier = 3;
 
-template <class T>
+// kLean: the instance for the common decode call (one kv head a block, no softcap or ALiBi, pages in table order,
+// fixed splits, no last-block merge; kvc_sm90_lean says where), compiled without the code of the rest, so that the
+// code a call runs lies closer together.
+template <class T, bool kLean = false>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                         const AttnParams p, const KvcPlan plan) {
@@ -436,10 +439,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                  kSm90SmemAlign * kSm90SmemAlign);
     // With splits merged by the combine (a programmatic dependent), its blocks may be launched now.
     const bool in_cluster = plan.merge_in_cluster;
-    if (plan.num_splits > 1 && !in_cluster && !plan.merge_by_last) ptx::allow_dependent_launch();
+    const bool merge_by_last = !kLean && plan.merge_by_last;
+    if (plan.num_splits > 1 && !in_cluster && !merge_by_last) ptx::allow_dependent_launch();
     // A block of head_group kv heads (KvcPlan::head_group): its tiles are kBlockN key-rows, keys_per_tile keys of
     // each of its kv heads, arranged as KvcTileCols says.
-    const int head_group = plan.head_group, keys_per_tile = T::kBlockN / head_group;
+    const int head_group = kLean ? 1 : plan.head_group, keys_per_tile = T::kBlockN / head_group;
+    const bool balanced = !kLean && plan.balance_tiles > 0;
     const KvcBlock blk(p, plan.num_splits, T::kBlockM, keys_per_tile, head_group);
     const int split = blk.split, b = blk.b, hk = blk.hk, rows = blk.rows, m0 = blk.m0;
     const CacheSeq seq = blk.seq;
@@ -457,7 +462,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             ptx::mbarrier_init(&s.v_full[st], 1);
             ptx::mbarrier_init(&s.v_empty[st], T::kConsumerThreads / 32);
         }
-        if (plan.balance_tiles > 0) {
+        if (balanced) {
             for (int st = 0; st < kKvcClaimSlots; ++st) {
                 ptx::mbarrier_init(&s.claim_full[st], 1);
                 ptx::mbarrier_init(&s.claim_empty[st], 1);
@@ -697,7 +702,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 break;
             }
         };
-        if (plan.balance_tiles > 0)
+        if constexpr (kLean)
+            produce(std::false_type{});
+        else if (balanced)
             produce_balanced();
         else if (plan.pages_in_address_order && table_row)
             produce(std::true_type{});
@@ -743,7 +750,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     float row_max[T::kMTiles][2], row_sum[T::kMTiles][2];
     start_rows<T>(acc_o, row_max, row_sum);
     auto& o_flat = reinterpret_cast<float(&)[T::kDTiles * 4]>(acc_o[0][0][0]);
-    const bool transform = p.softcap > 0.f || p.alibi_slopes != nullptr;
+    const bool transform = !kLean && (p.softcap > 0.f || p.alibi_slopes != nullptr);
     const float exp2_mult = transform ? kLog2e : p.scale_log2;
     const float softcap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
     const uint32_t q_smem = ptx::smem_addr(s.q[0]);  // one warpgroup: its 64 rows are the tile
@@ -798,7 +805,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // kernels), and the score modifiers and the grouped mask were most of the instructions between S and P V.
     // Balanced splits (KvcPlan::balance_tiles): tiles as the K warp claimed them, each one's first key beside its K
     // stage (s.tile_n0), until -1 there.
-    const bool balanced = plan.balance_tiles > 0;
     auto consume = [&](auto general) {
         constexpr bool kGeneral = decltype(general)::value;
         for (int i = 0; balanced || i < tiles; ++i) {
@@ -876,7 +882,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             if (marks && i == tiles - 1) kvc_mark(kKvLastPv);
         }
     };
-    if (transform || head_group > 1)
+    if constexpr (kLean)
+        consume(std::false_type{});
+    else if (transform || head_group > 1)
         consume(std::true_type{});
     else
         consume(std::false_type{});
@@ -940,7 +948,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 p.softmax_lse[b * p.lse_batch_stride + head * p.lse_head_stride + token] = lse;
         }
     }
-    if (partial && plan.merge_by_last) {
+    if (partial && merge_by_last) {
         // Each thread's rows visible GPU-wide before the block's flag; the flags by one thread once all have stored;
         // the merging block's reads after its own fence.
         __threadfence();
