@@ -337,8 +337,9 @@ constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
 constexpr const char* kKvcBalanceVariable = "FLASHATTN_KVC_BALANCE";
 constexpr int kKvcMaxBalanceTiles = 1024;
 
-// FLASHATTN_KVC_MERGE_GROUP=0: the Hopper kernel's cluster merge unrolled for all the splits at once, where by default
-// it takes them two at a time (KvcPlan::merge_group 2; kvc_cluster_merge_grouped says why), for measurement.
+// FLASHATTN_KVC_MERGE_GROUP=2: the Hopper kernel's cluster merge takes the splits two at a time (KvcPlan::merge_group):
+// less code at a call's end (kvc_cluster_merge_grouped says where that pays). Not the default: in the lean instance
+// (kvc_lean) the unrolled merge was faster after both flushes.
 constexpr const char* kKvcMergeGroupVariable = "FLASHATTN_KVC_MERGE_GROUP";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the
@@ -484,7 +485,7 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         const char* k_first = std::getenv(kKvcKFirstVariable);
         plan.k_first = !(k_first && std::strcmp(k_first, "0") == 0);
         const char* merge_group = std::getenv(kKvcMergeGroupVariable);
-        plan.merge_group = merge_group && std::strcmp(merge_group, "0") == 0 ? 0 : 2;
+        if (merge_group && std::strcmp(merge_group, "2") == 0) plan.merge_group = 2;
         const bool paged = p.block_table != nullptr, alibi = p.alibi_slopes != nullptr;
         // Fast memory: table order. On an H200 (bench/NOTES.md, "kv-cache on the H200") the address order the rule
         // takes read 16 x 8 x 64k page 16 (two splits, merged windows) at 983.9 us against 956.3 in table order, 4 x 8

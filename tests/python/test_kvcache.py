@@ -300,10 +300,10 @@ def test_splits_merged_in_a_cluster_or_by_the_combine(device, num_splits, cluste
     (3, 3, None, 1), (3, 8, 16, 4), (1, 13, None, 1), (1, 16, 64, 2), (1, 5, None, 16), (2, 7, None, 4)])
 def test_cluster_merge_two_splits_at_a_time(device, merge_group, batch, num_splits, page_size, seqlen_q, monkeypatch,
                                             capfd):
-    # The cluster merge two splits at a time with a running maximum (the default; an odd split count's last group half
-    # empty, splits that saw no key, rows no split saw, and 16 query rows of 4 heads, 64 packed rows, among the cases),
-    # and FLASHATTN_KVC_MERGE_GROUP=0's merge unrolled for 8 or 16 splits. Batches small enough for the clusters of 13
-    # and 16 to fit the GPU at once (else the combine merges them).
+    # FLASHATTN_KVC_MERGE_GROUP=2: the cluster merge two splits at a time with a running maximum (an odd split count's
+    # last group half empty, splits that saw no key, rows no split saw, and 16 query rows of 4 heads, 64 packed rows,
+    # among the cases), and =0 the default merge unrolled for 8 or 16 splits. Batches small enough for the clusters of
+    # 13 and 16 to fit the GPU at once (else the combine merges them).
     monkeypatch.setenv("FLASHATTN_KVC_MERGE_GROUP", merge_group)
     monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")
     check(device, torch.bfloat16, batch=batch, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,
@@ -312,6 +312,21 @@ def test_cluster_merge_two_splits_at_a_time(device, merge_group, batch, num_spli
     if device == "cuda":
         err = capfd.readouterr().err
         assert "(merge: cluster)" in err and f"merge_group {merge_group}" in err, err
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("seqlen_q,seqlen_new,page_size,num_splits,rotary_dim", [
+    (1, 0, None, 1, 0), (1, 1, 16, 0, 0), (4, 0, 64, 5, 0), (1, 1, None, 20, 64), (2, 0, 256, 0, 0)])
+def test_general_instance_on_plain_calls(device, seqlen_q, seqlen_new, page_size, num_splits, rotary_dim,
+                                         monkeypatch):
+    # FLASHATTN_KVC_LEAN=0: the calls the Hopper kernel's lean instance takes by default (one kv head a block, no
+    # softcap or ALiBi, pages in table order, fixed splits) on its general instance, whose plain path the rest of this
+    # file then no longer reaches: one split, splits merged in a cluster and by the combine kernel, appends, rotary.
+    monkeypatch.setenv("FLASHATTN_KVC_LEAN", "0")
+    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "1")
+    check(device, torch.bfloat16, batch=3, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128,
+          seqlen_cache=1500, seqlen_new=seqlen_new, lengths=[1400, 0, 333], page_size=page_size,
+          num_splits=num_splits, rotary_dim=rotary_dim, causal=True)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,7 +1,7 @@
 // Launching the Hopper kv-cache kernel (kvcache_sm90_kernel.cuh): tensor maps over the cache, the grid of (packed row
 // blocks, batch x kv heads, splits) (a unit's splits one cluster where they merge there), with the append before it
 // and the combine after it (splits not merged in a cluster) as the Ampere-class kernel has them
-// (sm80/kvcache_launch.cuh). Instances: float16, bfloat16 x head dims 64, 128.
+// (sm80/kvcache_launch.cuh). Instances: float16, bfloat16 x head dims 64, 128, each general and lean (kvc_lean).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,7 +30,7 @@ constexpr int64_t kTmaStrideElems = 8;  // the copy engine's strides are multipl
 constexpr uintptr_t kTmaBaseAlign = 16;
 
 std::atomic<int64_t> g_launches{0}, g_cluster_launches{0}, g_ordered_launches{0}, g_v_fold_launches{0},
-    g_k_fold_launches{0};
+    g_k_fold_launches{0}, g_lean_launches{0};
 
 // Packed query rows a kv head: query rows x the query heads that share it (the head-group and many-waves rules').
 int64_t kv_rows_of(const AttnParams& p) { return kvc_kv_rows(p.seqlen_q, p.nheads, p.nheads_k); }
@@ -190,14 +190,20 @@ uint32_t next_merge_epoch() {
     }
 }
 
-// FLASHATTN_KVC_LEAN=1: calls the lean instance runs (kvc_lean) launch it (measurement).
+// FLASHATTN_KVC_LEAN=0: every call on the general instance (for comparison).
 constexpr const char* kKvcLeanVariable = "FLASHATTN_KVC_LEAN";
 
 // The calls the lean instance (kvcache_sm90_kernel's kLean) runs: one kv head a block, no score modifier, pages in
-// table order, fixed splits, no last-block merge.
+// table order, fixed splits, no last-block merge: most decode calls. Why an instance of their own: the code a call
+// runs is fetched as it runs (from L2 after the benchmark's memset flush, from DRAM where a serving step's other
+// kernels have read their weights through L2), and without the other paths' code the common path's lies closer
+// together: 64 KB of sm_90a code against 230 KB (bf16, head dim 128). On an H200 (bench/NOTES.md, "kv-cache: a lean
+// instance for the common call") it took 0.2-1.2 us off every such call measured after the memset flush (batch 1 x 8
+// kv heads x 1k page 16 10.5-10.8 against 11.2-11.7 us; 16 x 8 x 4k page 16 77.2 against 78.2-78.4) and 1.3-4.6 us
+// after a reading flush (1 x 8 x 1k 11.5 against 16.1).
 bool kvc_lean(const AttnParams& p, const KvcPlan& plan) {
     const char* choice = std::getenv(kKvcLeanVariable);
-    if (!(choice && std::strcmp(choice, "1") == 0)) return false;
+    if (choice && std::strcmp(choice, "0") == 0) return false;
     return plan.head_group == 1 && plan.balance_tiles == 0 && !(plan.pages_in_address_order && p.block_table) &&
            !plan.merge_by_last && !(p.softcap > 0.f) && p.alibi_slopes == nullptr;
 }
@@ -207,7 +213,8 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto stream = static_cast<cudaStream_t>(p.stream);
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
-    const auto kernel = kvc_lean(p, plan) ? prepared_kernel<T, true>() : prepared_kernel<T>();
+    const bool lean = kvc_lean(p, plan);
+    const auto kernel = lean ? prepared_kernel<T, true>() : prepared_kernel<T>();
     // A box: a 16- or 8-row piece of the block's kv heads (several a block), a page piece of one (paged), or a whole
     // tile.
     const auto box_rows =
@@ -252,6 +259,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
         if (plan.pages_in_address_order && p.block_table) g_ordered_launches.fetch_add(1, std::memory_order_relaxed);
         if (run.v_fold_rows > 0) g_v_fold_launches.fetch_add(1, std::memory_order_relaxed);
         if (run.k_fold) g_k_fold_launches.fetch_add(1, std::memory_order_relaxed);
+        if (lean) g_lean_launches.fetch_add(1, std::memory_order_relaxed);
     });
 }
 
@@ -363,6 +371,7 @@ int64_t kvc_sm90_cluster_launches() { return g_cluster_launches.load(std::memory
 int64_t kvc_sm90_ordered_launches() { return g_ordered_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_v_fold_launches() { return g_v_fold_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_k_fold_launches() { return g_k_fold_launches.load(std::memory_order_relaxed); }
+int64_t kvc_sm90_lean_launches() { return g_lean_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn::kernels
 

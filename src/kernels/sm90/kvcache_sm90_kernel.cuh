@@ -29,7 +29,8 @@
 // Ampere-class kernel, or (KvcPlan::merge_by_last, for measurement) the unit's last block to finish does
 // (kvc_all_arrived, kvc_last_merge below). Where the plan balances the splits (KvcPlan::balance_tiles, on the paged
 // grids whose groups of SMs read at different rates), a unit's splits take its tiles a chunk at a time from a counter
-// they share (kvc_claim_take) rather than a fixed share each.
+// they share (kvc_claim_take) rather than a fixed share each. The common decode call (one kv head a block, no softcap
+// or ALiBi, pages in table order, fixed splits) runs a lean instance compiled without the other paths (kLean below).
 #pragma once
 
 #include <cuda.h>
@@ -235,13 +236,13 @@ __device__ __forceinline__ void kvc_cluster_merge_up_to(const AttnParams& p, con
     }
 }
 
-// The same merge, the splits taken kGroup at a time with a running maximum (KvcPlan::merge_group; the default): a
-// fraction of kvc_cluster_merge_up_to's code, at a round trip to the other blocks' shared memory a group. Why: a call
-// runs the merge once, at its end, and its code is fetched as it runs: from DRAM where a serving step's other kernels
-// have read their weights through L2, from L2 after the benchmark's memset flush. Measured on an H200 (bench/NOTES.md,
-// "kv-cache: the merge two splits at a time"): after a flush that reads 256 MiB, groups of 2 took 1.3-2.8 us off the
-// cluster-merged calls of 11-30 us; after the memset flush they were 0.5 us faster to 0.7 us slower than the unrolled
-// merge, on average the same.
+// The same merge, the splits taken kGroup at a time with a running maximum (KvcPlan::merge_group): a fraction of
+// kvc_cluster_merge_up_to's code, at a round trip to the other blocks' shared memory a group. A call runs the merge
+// once, at its end, and its code is fetched as it runs: from DRAM where a serving step's other kernels have read their
+// weights through L2, from L2 after the benchmark's memset flush. Measured on an H200 (bench/NOTES.md, "kv-cache: a
+// lean instance for the common call"): in the general instance, after a flush that reads 256 MiB, groups of 2 took
+// 1.1-1.7 us off the cluster-merged calls of 11-30 us, and after the memset flush cost 0.3-0.7 us; in the lean
+// instance (kvc_lean), whose code lies together, the unrolled merge was faster after both flushes. So: an option.
 template <int kGroup, class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                           uint32_t part_o, uint32_t part_lse, int tid) {
@@ -284,9 +285,9 @@ __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, c
     }
 }
 
-// By default (KvcPlan::merge_group 2) kvc_cluster_merge_grouped. Else (FLASHATTN_KVC_MERGE_GROUP=0, for comparison)
-// clusters of up to 8 splits (kvc_one_sm_splits, kvc_latency_splits: the usual ones) unrolled for 8, so that an item
-// issues no loads, exponentials or products for splits past 8; larger clusters for kKvcClusterMax.
+// Clusters of up to 8 splits (kvc_one_sm_splits, kvc_latency_splits: the usual ones) unrolled for 8, so that an item
+// issues no loads, exponentials or products for splits past 8; larger clusters for kKvcClusterMax. With
+// KvcPlan::merge_group 2, kvc_cluster_merge_grouped.
 template <class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                   uint32_t part_o, uint32_t part_lse, int tid, int merge_group) {
@@ -424,8 +425,9 @@ constexpr int kKvcKFirstBarrier = 2;
 constexpr int kKvcOrderMergeBarrier = 3;
 
 // kLean: the instance for the common decode call (one kv head a block, no softcap or ALiBi, pages in table order,
-// fixed splits, no last-block merge; kvc_sm90_lean says where), compiled without the code of the rest, so that the
-// code a call runs lies closer together.
+// fixed splits, no last-block merge; kvc_lean in kvcache_sm90.cu says where and why), compiled without the code of
+// the rest (the grouped loop, the page order, the balanced producer, the last-block merge), so that the code a call
+// runs lies closer together.
 template <class T, bool kLean = false>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
