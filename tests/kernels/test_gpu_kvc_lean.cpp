@@ -1,8 +1,7 @@
-// The Hopper kv-cache kernel's lean instances (kvcache_sm90_kernel's kLean; kvc_lean in src/kernels/sm90/kvcache_sm90.cu):
-// which calls take one (by the count of their launches), and that they give the general instance's bits on each of
-// them (FLASHATTN_KVC_LEAN=0) and the CPU path's result. Their numerics by rule are tests/python/test_kvcache.py's,
-// which run on them by default and on the general instance under FLASHATTN_KVC_LEAN=0
-// (test_general_instance_on_plain_calls).
+// The Hopper kv-cache kernel's lean instance (kvcache_sm90_kernel's kLean; kvc_lean in src/kernels/sm90/kvcache_sm90.cu):
+// which calls take it (by the count of its launches), and that it gives the general instance's bits on each of them
+// (FLASHATTN_KVC_LEAN=0) and the CPU path's result. Its numerics by rule are tests/python/test_kvcache.py's, which run
+// on it by default and on the general instance under FLASHATTN_KVC_LEAN=0 (test_general_instance_on_plain_calls).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,10 +30,8 @@ struct LeanCase {
     int64_t page;  // 0: a dense cache
     int num_splits;
     bool softcap = false, alibi = false;
-    const char* env_name = nullptr;  // one or two more settings, or none
+    const char* env_name = nullptr;  // one more setting, or none
     const char* env_value = "";
-    const char* env2_name = nullptr;
-    const char* env2_value = "";
 };
 
 struct LeanRun {
@@ -43,7 +40,7 @@ struct LeanRun {
 };
 
 // One decode call (32 query heads on 8 kv heads, head dim 128, bf16, causal, one new key appended, ragged lengths) on
-// the GPU, with FLASHATTN_KVC_LEAN at `lean_env` ("0": the general instance); checked against the CPU path.
+// the GPU, with FLASHATTN_KVC_LEAN set to `lean_env`; checked against the CPU path.
 LeanRun run_case(const LeanCase& c, const char* lean_env) {
     constexpr int64_t kBatch = 3, kHeads = 32, kHeadsK = 8, kDim = 128, kCapacity = 3000;
     const int kLengths[kBatch] = {2990, 1, 1700};
@@ -91,12 +88,8 @@ LeanRun run_case(const LeanCase& c, const char* lean_env) {
     if (c.alibi) a.options.alibi_slopes = dslopes.view();
     // The Hopper kernel whatever the environment says (a run of the suites with FLASHATTN_KVCACHE_PATH=sm80 would
     // otherwise send every call to the Ampere-class kernel).
-    ScopedEnv path_env("FLASHATTN_KVCACHE_PATH", "");
-    ScopedEnv extra(c.env_name ? c.env_name : "FLASHATTN_KVC_UNUSED_SETTING", c.env_value),
-        extra2(c.env2_name ? c.env2_name : "FLASHATTN_KVC_UNUSED_SETTING2", c.env2_value);
-    // FLASHATTN_KVC_LEAN: "0" for the general instance's run, else the case's own (or unset).
-    const bool case_sets_lean = c.env2_name && std::strcmp(c.env2_name, "FLASHATTN_KVC_LEAN") == 0;
-    ScopedEnv lean("FLASHATTN_KVC_LEAN", std::strcmp(lean_env, "0") == 0 ? "0" : case_sets_lean ? c.env2_value : "");
+    ScopedEnv path_env("FLASHATTN_KVCACHE_PATH", ""), lean("FLASHATTN_KVC_LEAN", lean_env);
+    ScopedEnv extra(c.env_name ? c.env_name : "FLASHATTN_KVC_UNUSED_SETTING", c.env_value);
     const Workspace workspace = make_workspace(a);
     a.ctx = workspace.ctx;
     const int64_t before = kernels::kvc_sm90_lean_launches();
@@ -129,10 +122,6 @@ TEST_F(GpuKvcLean, CommonCallsRunTheLeanInstanceWithTheGeneralOnesBits) {
              LeanCase{"pages of 16, splits merged in a cluster", 16, 8, false, false, kOneKvHead, "1"},
              LeanCase{"pages of 48 (pieces of 16)", 48, 3, false, false, kOneKvHead, "1"},
              LeanCase{"pages of 256", 256, 1, false, false, kOneKvHead, "1"},
-             LeanCase{"two kv heads a block, dense", 0, 1, false, false, kOneKvHead, "2"},
-             LeanCase{"two kv heads a block, pages of 16, splits in a cluster", 16, 4, false, false, kOneKvHead, "2"},
-             LeanCase{"one kv head a block on the grouped instance", 16, 1, false, false, kOneKvHead, "1",
-                      "FLASHATTN_KVC_LEAN", "groups"},
          }) {
         SCOPED_TRACE(c.what);
         const LeanRun lean = run_case(c, ""), general = run_case(c, "0");
@@ -148,8 +137,7 @@ TEST_F(GpuKvcLean, OtherCallsRunTheGeneralInstance) {
     for (const LeanCase& c : {
              LeanCase{"softcap", 0, 1, /*softcap=*/true},
              LeanCase{"ALiBi", 16, 1, false, /*alibi=*/true},
-             LeanCase{"two kv heads a block, FLASHATTN_KVC_LEAN_GROUPS=0", 0, 1, false, false,
-                      "FLASHATTN_KVC_HEAD_GROUP", "2", "FLASHATTN_KVC_LEAN_GROUPS", "0"},
+             LeanCase{"two kv heads a block", 0, 1, false, false, "FLASHATTN_KVC_HEAD_GROUP", "2"},
              LeanCase{"pages in address order", 64, 1, false, false, "FLASHATTN_KVC_PAGE_ORDER", "1"},
              LeanCase{"balanced splits", 16, 4, false, false, "FLASHATTN_KVC_BALANCE", "2"},
              LeanCase{"merged by the last block", 0, 20, false, false, "FLASHATTN_KVC_LAST_MERGE", "1"},

@@ -1,7 +1,7 @@
 // Launching the Hopper kv-cache kernel (kvcache_sm90_kernel.cuh): tensor maps over the cache, the grid of (packed row
 // blocks, batch x kv heads, splits) (a unit's splits one cluster where they merge there), with the append before it
 // and the combine after it (splits not merged in a cluster) as the Ampere-class kernel has them
-// (sm80/kvcache_launch.cuh). Instances: float16, bfloat16 x head dims 64, 128, each general and two lean (kvc_lean).
+// (sm80/kvcache_launch.cuh). Instances: float16, bfloat16 x head dims 64, 128, each general and lean (kvc_lean).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -66,7 +66,7 @@ bool addressable(const void* base, const CacheGeometry& g) {
 template <ElemType kElem, int kHeadDim>
 using Traits = KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>;
 
-template <class T, int kLean = kKvcGeneral>
+template <class T, bool kLean = false>
 auto prepared_kernel() {
     const auto kernel = kvcache_sm90_kernel<T, kLean>;
     // Clusters of more than 8 blocks (splits merged in a cluster, up to kKvcClusterMax) are "non-portable".
@@ -190,31 +190,22 @@ uint32_t next_merge_epoch() {
     }
 }
 
-// FLASHATTN_KVC_LEAN=0: every call on the general instance (for comparison); =groups: the calls of one kv head a
-// block on the grouped lean instance too (measurement).
+// FLASHATTN_KVC_LEAN=0: every call on the general instance (for comparison).
 constexpr const char* kKvcLeanVariable = "FLASHATTN_KVC_LEAN";
-// FLASHATTN_KVC_LEAN_GROUPS=0: calls of several kv heads a block on the general instance.
-constexpr const char* kKvcLeanGroupsVariable = "FLASHATTN_KVC_LEAN_GROUPS";
 
-// The instance a call runs (kvcache_sm90_kernel's kLean): a lean one for the calls with no score modifier, pages in
-// table order, fixed splits and no last-block merge (most decode calls), kKvcLeanOneHead where a block takes one kv
-// head, kKvcLeanGroups where it takes several; the general one for the rest. Why instances of their own: the code a
-// call runs is fetched as it runs (from L2 after the benchmark's memset flush, from DRAM where a serving step's other
+// The calls the lean instance (kvcache_sm90_kernel's kLean) runs: one kv head a block, no score modifier, pages in
+// table order, fixed splits, no last-block merge: most decode calls. Why an instance of their own: the code a call
+// runs is fetched as it runs (from L2 after the benchmark's memset flush, from DRAM where a serving step's other
 // kernels have read their weights through L2), and without the other paths' code the common path's lies closer
-// together: 64 KB of sm_90a code against 230 KB (bf16, head dim 128, one kv head a block). On an H200 (bench/NOTES.md,
-// "kv-cache: a lean instance for the common call") the one-head instance took 0.2-1.2 us off every such call measured
-// after the memset flush (batch 1 x 8 kv heads x 1k page 16 10.5-10.8 against 11.2-11.7 us; 16 x 8 x 4k page 16 77.2
-// against 78.2-78.4) and 1.3-4.6 us after a reading flush (1 x 8 x 1k 11.5 against 16.1).
-int kvc_lean(const AttnParams& p, const KvcPlan& plan) {
+// together: 64 KB of sm_90a code against 230 KB (bf16, head dim 128). On an H200 (bench/NOTES.md, "kv-cache: a lean
+// instance for the common call") it took 0.2-1.2 us off every such call measured after the memset flush (batch 1 x 8
+// kv heads x 1k page 16 10.5-10.8 against 11.2-11.7 us; 16 x 8 x 4k page 16 77.2 against 78.2-78.4) and 1.3-4.6 us
+// after a reading flush (1 x 8 x 1k 11.5 against 16.1).
+bool kvc_lean(const AttnParams& p, const KvcPlan& plan) {
     const char* choice = std::getenv(kKvcLeanVariable);
-    if (choice && std::strcmp(choice, "0") == 0) return kKvcGeneral;
-    const bool plain = plan.balance_tiles == 0 && !(plan.pages_in_address_order && p.block_table) &&
-                       !plan.merge_by_last && !(p.softcap > 0.f) && p.alibi_slopes == nullptr;
-    if (!plain) return kKvcGeneral;
-    if (choice && std::strcmp(choice, "groups") == 0) return kKvcLeanGroups;
-    if (plan.head_group == 1) return kKvcLeanOneHead;
-    const char* groups = std::getenv(kKvcLeanGroupsVariable);
-    return groups && std::strcmp(groups, "0") == 0 ? kKvcGeneral : kKvcLeanGroups;
+    if (choice && std::strcmp(choice, "0") == 0) return false;
+    return plan.head_group == 1 && plan.balance_tiles == 0 && !(plan.pages_in_address_order && p.block_table) &&
+           !plan.merge_by_last && !(p.softcap > 0.f) && p.alibi_slopes == nullptr;
 }
 
 template <class T>
@@ -222,11 +213,8 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto stream = static_cast<cudaStream_t>(p.stream);
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
-    const int instance = kvc_lean(p, plan);
-    const bool lean = instance != kKvcGeneral;
-    const auto kernel = instance == kKvcLeanOneHead  ? prepared_kernel<T, kKvcLeanOneHead>()
-                        : instance == kKvcLeanGroups ? prepared_kernel<T, kKvcLeanGroups>()
-                                                     : prepared_kernel<T>();
+    const bool lean = kvc_lean(p, plan);
+    const auto kernel = lean ? prepared_kernel<T, true>() : prepared_kernel<T>();
     // A box: a 16- or 8-row piece of the block's kv heads (several a block), a page piece of one (paged), or a whole
     // tile.
     const auto box_rows =

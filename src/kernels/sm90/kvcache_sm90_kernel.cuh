@@ -424,12 +424,11 @@ __device__ __forceinline__ void kvc_row_columns(bool all_columns, int cols_left,
 constexpr int kKvcKFirstBarrier = 2;
 constexpr int kKvcOrderMergeBarrier = 3;
 
-// kLean: the lean instances for the common decode call (no softcap or ALiBi, pages in table order, fixed splits, no
-// last-block merge; kvc_lean in kvcache_sm90.cu says where and why), compiled without the code of the rest (the
-// score modifiers, the page order, the balanced producer, the last-block merge), so that the code a call runs lies
-// closer together: kKvcLeanOneHead for one kv head a block (no grouped loop either), kKvcLeanGroups for any.
-constexpr int kKvcGeneral = 0, kKvcLeanOneHead = 1, kKvcLeanGroups = 2;
-template <class T, int kLean = kKvcGeneral>
+// kLean: the instance for the common decode call (one kv head a block, no softcap or ALiBi, pages in table order,
+// fixed splits, no last-block merge; kvc_lean in kvcache_sm90.cu says where and why), compiled without the code of
+// the rest (the grouped loop, the page order, the balanced producer, the last-block merge), so that the code a call
+// runs lies closer together.
+template <class T, bool kLean = false>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                         const AttnParams p, const KvcPlan plan) {
@@ -446,7 +445,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     if (plan.num_splits > 1 && !in_cluster && !merge_by_last) ptx::allow_dependent_launch();
     // A block of head_group kv heads (KvcPlan::head_group): its tiles are kBlockN key-rows, keys_per_tile keys of
     // each of its kv heads, arranged as KvcTileCols says.
-    const int head_group = kLean == kKvcLeanOneHead ? 1 : plan.head_group, keys_per_tile = T::kBlockN / head_group;
+    const int head_group = kLean ? 1 : plan.head_group, keys_per_tile = T::kBlockN / head_group;
     const bool balanced = !kLean && plan.balance_tiles > 0;
     const KvcBlock blk(p, plan.num_splits, T::kBlockM, keys_per_tile, head_group);
     const int split = blk.split, b = blk.b, hk = blk.hk, rows = blk.rows, m0 = blk.m0;
@@ -885,7 +884,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             if (marks && i == tiles - 1) kvc_mark(kKvLastPv);
         }
     };
-    if constexpr (kLean == kKvcLeanOneHead)
+    if constexpr (kLean)
         consume(std::false_type{});
     else if (transform || head_group > 1)
         consume(std::true_type{});
