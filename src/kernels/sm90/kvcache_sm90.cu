@@ -198,7 +198,7 @@ constexpr const char* kKvcLeanVariable = "FLASHATTN_KVC_LEAN";
 // runs is fetched as it runs (from L2 after the benchmark's memset flush, from DRAM where a serving step's other
 // kernels have read their weights through L2), and without the other paths' code the common path's lies closer
 // together: 64 KB of sm_90a code against 230 KB (bf16, head dim 128). On an H200 (bench/NOTES.md, "kv-cache: a lean
-// instance for the common call") it took 0.2-1.2 us off every such call measured after the memset flush (batch 1 x 8
+// instance for the common call") it took 0.2-1.3 us off every such call measured after the memset flush (batch 1 x 8
 // kv heads x 1k page 16 10.5-10.8 against 11.2-11.7 us; 16 x 8 x 4k page 16 77.2 against 78.2-78.4) and 1.3-4.6 us
 // after a reading flush (1 x 8 x 1k 11.5 against 16.1).
 bool kvc_lean(const AttnParams& p, const KvcPlan& plan) {

@@ -241,8 +241,9 @@ __device__ __forceinline__ void kvc_cluster_merge_up_to(const AttnParams& p, con
 // once, at its end, and its code is fetched as it runs: from DRAM where a serving step's other kernels have read their
 // weights through L2, from L2 after the benchmark's memset flush. Measured on an H200 (bench/NOTES.md, "kv-cache: a
 // lean instance for the common call"): in the general instance, after a flush that reads 256 MiB, groups of 2 took
-// 1.1-1.7 us off the cluster-merged calls of 11-30 us, and after the memset flush cost 0.3-0.7 us; in the lean
-// instance (kvc_lean), whose code lies together, the unrolled merge was faster after both flushes. So: an option.
+// 0.6-1.7 us off the cluster-merged calls of 11-30 us, and after the memset flush cost -0.3 to 0.7 us (four query
+// rows 0.4-0.7); in the lean instance (kvc_lean), whose code lies together, the unrolled merge was faster after both
+// flushes. So: an option.
 template <int kGroup, class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                           uint32_t part_o, uint32_t part_lse, int tid) {
