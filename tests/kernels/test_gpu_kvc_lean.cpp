@@ -9,10 +9,8 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
-#include <numeric>
 #include <random>
 #include <string>
-#include <vector>
 
 #include "common/build_config.h"
 #include "flashattn/flashattn.h"
@@ -53,14 +51,9 @@ LeanRun run_case(const LeanCase& c, const char* lean_env) {
     for (HostTensor* t : {&q, &k_new, &v_new, &k_cache, &v_cache}) t->fill_normal(rng);
     HostTensor lengths(DType::i32, {kBatch}), table(DType::i32, {kBatch, std::max<int64_t>(pages, 1)}),
         slopes(DType::f32, {kHeads});
-    if (c.page) {
-        std::vector<int32_t> order(static_cast<size_t>(entries));
-        std::iota(order.begin(), order.end(), 0);
-        std::shuffle(order.begin(), order.end(), rng);
-        std::copy_n(order.begin(), kBatch * pages, static_cast<int32_t*>(table.data()));
-    }
+    if (c.page) fill_random_block_table(table, entries, rng);
     for (int64_t b = 0; b < kBatch; ++b) static_cast<int32_t*>(lengths.data())[b] = kLengths[b];
-    for (int64_t h = 0; h < kHeads; ++h) slopes.set(h, std::exp2(-8.0 * double(h + 1) / double(kHeads)));
+    fill_alibi_slopes(slopes);
 
     KvCacheArgs a;
     a.num_splits = c.num_splits;

@@ -14,10 +14,8 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
-#include <numeric>
 #include <random>
 #include <string>
-#include <vector>
 
 #include "common/build_config.h"
 #include "flashattn/flashattn.h"
@@ -61,12 +59,9 @@ Paths run_case(const OrderCase& c) {
         v_cache(DType::bf16, {blocks, c.page, kHeadsK, c.head_dim});
     for (HostTensor* t : {&q, &k_new, &v_new, &k_cache, &v_cache}) t->fill_normal(rng);
     HostTensor lengths(DType::i32, {kBatch}), table(DType::i32, {kBatch, pages}), slopes(DType::f32, {kHeads});
-    std::vector<int32_t> order(static_cast<size_t>(blocks));
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), rng);
-    std::copy_n(order.begin(), kBatch * pages, static_cast<int32_t*>(table.data()));
+    fill_random_block_table(table, blocks, rng);
     for (int64_t b = 0; b < kBatch; ++b) static_cast<int32_t*>(lengths.data())[b] = kLengths[b];
-    for (int64_t h = 0; h < kHeads; ++h) slopes.set(h, std::exp2(-8.0 * double(h + 1) / double(kHeads)));
+    fill_alibi_slopes(slopes);
 
     KvCacheArgs a;
     a.num_splits = c.num_splits;

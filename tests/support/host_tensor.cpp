@@ -1,8 +1,10 @@
 #include "support/host_tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
@@ -63,6 +65,20 @@ void HostTensor::fill_normal(std::mt19937_64& rng, double mean, double stddev) {
 void HostTensor::fill_uniform(std::mt19937_64& rng, double lo, double hi) {
     std::uniform_real_distribution<double> dist(lo, hi);
     for (int64_t i = 0; i < numel_; ++i) set(i, dist(rng));
+}
+
+void fill_random_block_table(HostTensor& table, int64_t blocks, std::mt19937_64& rng) {
+    if (table.dtype() != DType::i32 || table.numel() > blocks)
+        throw std::invalid_argument("fill_random_block_table: an i32 table of at most `blocks` elements");
+    std::vector<int32_t> order(static_cast<size_t>(blocks));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::copy_n(order.begin(), table.numel(), static_cast<int32_t*>(table.data()));
+}
+
+void fill_alibi_slopes(HostTensor& slopes) {
+    const int64_t heads = slopes.numel();
+    for (int64_t h = 0; h < heads; ++h) slopes.set(h, std::exp2(-8.0 * double(h + 1) / double(heads)));
 }
 
 void HostTensor::poison() {

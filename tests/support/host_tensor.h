@@ -48,6 +48,12 @@ class HostTensor {
     std::vector<unsigned char> bytes_;
 };
 
+// A paged cache's block table (i32, any shape): distinct blocks of a pool of `blocks` in random order (a permutation
+// of [0, blocks) cut to the table's size; blocks >= the table's elements).
+void fill_random_block_table(HostTensor& table, int64_t blocks, std::mt19937_64& rng);
+// ALiBi slopes (f32, one a query head): 2^(-8 (h + 1) / heads), the usual geometric set.
+void fill_alibi_slopes(HostTensor& slopes);
+
 // Error of `got` against `ref` (same numel): max |got - ref|, and ||got - ref|| / ||ref||.
 struct ErrorStats {
     double max_abs = 0.0;
