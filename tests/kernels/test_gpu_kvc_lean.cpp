@@ -1,7 +1,8 @@
-// The Hopper kv-cache kernel's lean instance (kvcache_sm90_kernel's kLean; kvc_lean in src/kernels/sm90/kvcache_sm90.cu):
-// which calls take it (by the count of its launches), and that it gives the general instance's bits on each of them
-// (FLASHATTN_KVC_LEAN=0) and the CPU path's result. Its numerics by rule are tests/python/test_kvcache.py's, which run
-// on it by default and on the general instance under FLASHATTN_KVC_LEAN=0 (test_general_instance_on_plain_calls).
+// The Hopper kv-cache kernel's lean instance (kvcache_sm90_kernel's kLean; kvc_lean in
+// src/kernels/sm90/kvcache_sm90.cu): which calls take it (by the count of its launches), and that it gives the general
+// instance's bits on each of them (FLASHATTN_KVC_LEAN=0) and the CPU path's result. Its numerics by rule are
+// tests/python/test_kvcache.py's, which run on it by default and on the general instance under FLASHATTN_KVC_LEAN=0
+// (test_general_instance_on_plain_calls).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,7 +48,8 @@ LeanRun run_case(const LeanCase& c, const char* lean_env) {
     const int64_t entries = c.page ? kBatch * pages + 3 : kBatch, rows = c.page ? c.page : kCapacity;
     HostTensor q(DType::bf16, {kBatch, 1, kHeads, kDim}), k_new(DType::bf16, {kBatch, 1, kHeadsK, kDim}),
         v_new(DType::bf16, {kBatch, 1, kHeadsK, kDim});
-    HostTensor k_cache(DType::bf16, {entries, rows, kHeadsK, kDim}), v_cache(DType::bf16, {entries, rows, kHeadsK, kDim});
+    HostTensor k_cache(DType::bf16, {entries, rows, kHeadsK, kDim}),
+        v_cache(DType::bf16, {entries, rows, kHeadsK, kDim});
     for (HostTensor* t : {&q, &k_new, &v_new, &k_cache, &v_cache}) t->fill_normal(rng);
     HostTensor lengths(DType::i32, {kBatch}), table(DType::i32, {kBatch, std::max<int64_t>(pages, 1)}),
         slopes(DType::f32, {kHeads});
