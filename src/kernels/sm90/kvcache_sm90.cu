@@ -66,7 +66,7 @@ bool addressable(const void* base, const CacheGeometry& g) {
 template <ElemType kElem, int kHeadDim>
 using Traits = KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>;
 
-template <class T, bool kLean = false>
+template <class T, int kLean = 0>
 auto prepared_kernel() {
     const auto kernel = kvcache_sm90_kernel<T, kLean>;
     // Clusters of more than 8 blocks (splits merged in a cluster, up to kKvcClusterMax) are "non-portable".
@@ -201,11 +201,17 @@ constexpr const char* kKvcLeanVariable = "FLASHATTN_KVC_LEAN";
 // instance for the common call") it took 0.2-1.3 us off every such call measured after the memset flush (batch 1 x 8
 // kv heads x 1k page 16 10.5-10.8 against 11.2-11.7 us; 16 x 8 x 4k page 16 77.2 against 78.2-78.4) and 1.3-4.6 us
 // after a reading flush (1 x 8 x 1k 11.5 against 16.1).
-bool kvc_lean(const AttnParams& p, const KvcPlan& plan) {
+int kvc_lean(const AttnParams& p, const KvcPlan& plan) {
     const char* choice = std::getenv(kKvcLeanVariable);
-    if (choice && std::strcmp(choice, "0") == 0) return false;
-    return plan.head_group == 1 && plan.balance_tiles == 0 && !(plan.pages_in_address_order && p.block_table) &&
-           !plan.merge_by_last && !(p.softcap > 0.f) && p.alibi_slopes == nullptr;
+    if (choice && std::strcmp(choice, "0") == 0) return 0;
+    const bool lean = plan.head_group == 1 && plan.balance_tiles == 0 &&
+                      !(plan.pages_in_address_order && p.block_table) && !plan.merge_by_last && !(p.softcap > 0.f) &&
+                      p.alibi_slopes == nullptr;
+    if (!lean) return 0;
+    // Measurements: 2 and 3 (kvcache_sm90_kernel's variants) where their one merge serves.
+    const bool merge8 = plan.merge_group != 2 && (!plan.merge_in_cluster || plan.num_splits <= kKvcPortableCluster);
+    if (choice && merge8 && (std::strcmp(choice, "2") == 0 || std::strcmp(choice, "3") == 0)) return std::atoi(choice);
+    return 1;
 }
 
 template <class T>
@@ -213,8 +219,11 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto stream = static_cast<cudaStream_t>(p.stream);
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
-    const bool lean = kvc_lean(p, plan);
-    const auto kernel = lean ? prepared_kernel<T, true>() : prepared_kernel<T>();
+    const int lean = kvc_lean(p, plan);
+    const auto kernel = lean == 3   ? prepared_kernel<T, 3>()
+                        : lean == 2 ? prepared_kernel<T, 2>()
+                        : lean == 1 ? prepared_kernel<T, 1>()
+                                    : prepared_kernel<T>();
     // A box: a 16- or 8-row piece of the block's kv heads (several a block), a page piece of one (paged), or a whole
     // tile.
     const auto box_rows =

@@ -429,7 +429,9 @@ constexpr int kKvcOrderMergeBarrier = 3;
 // fixed splits, no last-block merge; kvc_lean in kvcache_sm90.cu says where and why), compiled without the code of
 // the rest (the grouped loop, the page order, the balanced producer, the last-block merge), so that the code a call
 // runs lies closer together.
-template <class T, bool kLean = false>
+// Measurement variants: kLean 2 also leaves out all but the unrolled merge of up to 8 splits, 3 also gathers Q in a
+// short loop.
+template <class T, int kLean = 0>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                         const AttnParams p, const KvcPlan plan) {
@@ -728,7 +730,32 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // ---- consumers: Q's packed rows, gathered into the 128-byte swizzle (row r of a box: 16-byte chunk c at
     // position c ^ (r % 8)); rows past the block's are zeros ---------------------------------------------------------
     const KvcQueries<Elem> queries(p, plan.q_rot);
-    {
+    if constexpr (kLean >= 3) {
+        // One chunk column a thread, its rows kRowsPerPass apart. One kv head a block: packed row m0 + r is query head
+        // r % heads_per_kv of the kv head's group at token r / heads_per_kv, stepped from pass to pass without a
+        // division; the loop kept rolled (two passes at a time, so that up to 16 rows' loads go out together).
+        constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunksPerRow = T::kBoxes * kChunksPerBoxRow;
+        constexpr int kRowsPerPass = T::kConsumerThreads / kChunksPerRow, kPasses = T::kBlockM / kRowsPerPass;
+        static_assert(T::kConsumerThreads % kChunksPerRow == 0 && T::kBlockM % kRowsPerPass == 0);
+        const int chunk = tid % kChunksPerRow, bx = chunk / kChunksPerBoxRow, c = chunk % kChunksPerBoxRow;
+        const int col = bx * T::kBoxCols + c * 8, r0 = tid / kChunksPerRow, per_kv = blk.heads_per_kv;
+        const int step_tokens = kRowsPerPass / per_kv, step_heads = kRowsPerPass - step_tokens * per_kv;
+        int token = (m0 + r0) / per_kv, head = m0 + r0 - token * per_kv;
+        const Elem* q_col = queries.q + b * queries.batch_stride + int64_t(hk) * per_kv * queries.head_stride + col;
+        const uint32_t q_chunk = ptx::smem_addr(s.q[bx]) + c * 16;
+#pragma unroll 2
+        for (int pass = 0; pass < kPasses; ++pass) {
+            const int r = r0 + pass * kRowsPerPass;
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (r < rows && col < p.head_dim)
+                v = *reinterpret_cast<const uint4*>(q_col + token * queries.row_stride + head * queries.head_stride);
+            ptx::st_shared_16(q_chunk + r * T::kRowBytes + (((c ^ (r % kChunksPerBoxRow)) - c) * 16), v);
+            token += step_tokens, head += step_heads;
+            if (head >= per_kv) head -= per_kv, ++token;
+        }
+        ptx::fence_proxy_async_shared();
+        ptx::named_barrier_sync<1>(T::kConsumerThreads);
+    } else {
         constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunks = T::kBlockM * T::kBoxes * kChunksPerBoxRow;
         for (int i = tid; i < kChunks; i += T::kConsumerThreads) {
             const int r = i / (T::kBoxes * kChunksPerBoxRow), bx = (i / kChunksPerBoxRow) % T::kBoxes;
@@ -972,8 +999,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::cluster_arrive_shared();  // every split's partial rows written (to its own shared memory)
         ptx::cluster_wait();
         if (marks) kvc_mark(kKvMerging);
-        kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse), tid,
-                                   plan.merge_group);
+        if constexpr (kLean >= 2)
+            kvc_cluster_merge_up_to<kKvcPortableCluster, T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o),
+                                                                  ptx::smem_addr(part_lse), tid);
+        else
+            kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse),
+                                       tid, plan.merge_group);
         // ... and read: no block's shared memory goes while another may still read it. The merge's reads have
         // returned (its stores used them), so the arrive publishes nothing.
         ptx::cluster_arrive_relaxed();
