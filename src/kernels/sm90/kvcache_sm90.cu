@@ -208,9 +208,11 @@ int kvc_lean(const AttnParams& p, const KvcPlan& plan) {
                       !(plan.pages_in_address_order && p.block_table) && !plan.merge_by_last && !(p.softcap > 0.f) &&
                       p.alibi_slopes == nullptr;
     if (!lean) return 0;
-    // Measurements: 2 and 3 (kvcache_sm90_kernel's variants) where their one merge serves.
-    const bool merge8 = plan.merge_group != 2 && (!plan.merge_in_cluster || plan.num_splits <= kKvcPortableCluster);
-    if (choice && merge8 && (std::strcmp(choice, "2") == 0 || std::strcmp(choice, "3") == 0)) return std::atoi(choice);
+    // Measurements: 2 and 3 (kvcache_sm90_kernel's variants); 3 where its one merge serves.
+    if (choice && std::strcmp(choice, "2") == 0) return 2;
+    if (plan.merge_group == 2) return 2;
+    const bool merge8 = !plan.merge_in_cluster || plan.num_splits <= kKvcPortableCluster;
+    if (choice && merge8 && std::strcmp(choice, "3") == 0) return 3;
     return 1;
 }
 

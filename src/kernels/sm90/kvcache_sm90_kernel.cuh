@@ -429,8 +429,8 @@ constexpr int kKvcOrderMergeBarrier = 3;
 // fixed splits, no last-block merge; kvc_lean in kvcache_sm90.cu says where and why), compiled without the code of
 // the rest (the grouped loop, the page order, the balanced producer, the last-block merge), so that the code a call
 // runs lies closer together.
-// Measurement variants: kLean 2 also leaves out all but the unrolled merge of up to 8 splits, 3 also gathers Q in a
-// short loop.
+// Measurement variants: kLean 1 gathers Q in a short loop and merges up to 16 splits 8 at a time; 2 is the lean
+// instance as it was (the general Q gather and merges); 3 the short gather with the unrolled 8-split merge alone.
 template <class T, int kLean = 0>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
@@ -730,7 +730,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // ---- consumers: Q's packed rows, gathered into the 128-byte swizzle (row r of a box: 16-byte chunk c at
     // position c ^ (r % 8)); rows past the block's are zeros ---------------------------------------------------------
     const KvcQueries<Elem> queries(p, plan.q_rot);
-    if constexpr (kLean >= 3) {
+    if constexpr (kLean == 1 || kLean == 3) {
         // One chunk column a thread, its rows kRowsPerPass apart. One kv head a block: packed row m0 + r is query head
         // r % heads_per_kv of the kv head's group at token r / heads_per_kv, stepped from pass to pass without a
         // division; the loop kept rolled (two passes at a time, so that up to 16 rows' loads go out together).
@@ -999,7 +999,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::cluster_arrive_shared();  // every split's partial rows written (to its own shared memory)
         ptx::cluster_wait();
         if (marks) kvc_mark(kKvMerging);
-        if constexpr (kLean >= 2)
+        if constexpr (kLean == 1)
+            kvc_cluster_merge_grouped<kKvcPortableCluster, T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o),
+                                                                    ptx::smem_addr(part_lse), tid);
+        else if constexpr (kLean == 3)
             kvc_cluster_merge_up_to<kKvcPortableCluster, T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o),
                                                                   ptx::smem_addr(part_lse), tid);
         else
