@@ -337,9 +337,9 @@ constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
 constexpr const char* kKvcBalanceVariable = "FLASHATTN_KVC_BALANCE";
 constexpr int kKvcMaxBalanceTiles = 1024;
 
-// FLASHATTN_KVC_MERGE_GROUP=2: the Hopper kernel's cluster merge takes the splits two at a time (KvcPlan::merge_group):
-// less code at a call's end (kvc_cluster_merge_grouped says where that pays). Not the default: in the lean instance
-// (kvc_lean) the unrolled merge was faster after both flushes.
+// FLASHATTN_KVC_MERGE_GROUP=2: the Hopper kernel's cluster merge takes the splits two at a time (KvcPlan::merge_group)
+// rather than eight: less code at a call's end, on the general instance (kvc_lean leaves such calls to it).
+// Not the default: kvc_cluster_merge_grouped says what it cost and gained.
 constexpr const char* kKvcMergeGroupVariable = "FLASHATTN_KVC_MERGE_GROUP";
 
 // block_n: the kernel's key-rows a tile, which a block of head_group kv heads shares out among them. many_waves: the

@@ -136,6 +136,7 @@ TEST_F(GpuKvcLean, OtherCallsRunTheGeneralInstance) {
              LeanCase{"pages in address order", 64, 1, false, false, "FLASHATTN_KVC_PAGE_ORDER", "1"},
              LeanCase{"balanced splits", 16, 4, false, false, "FLASHATTN_KVC_BALANCE", "2"},
              LeanCase{"merged by the last block", 0, 20, false, false, "FLASHATTN_KVC_LAST_MERGE", "1"},
+             LeanCase{"the cluster merge two splits at a time", 0, 5, false, false, "FLASHATTN_KVC_MERGE_GROUP", "2"},
          }) {
         SCOPED_TRACE(c.what);
         EXPECT_FALSE(run_case(c, "").lean);

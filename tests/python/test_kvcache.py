@@ -302,7 +302,7 @@ def test_cluster_merge_two_splits_at_a_time(device, merge_group, batch, num_spli
                                             capfd):
     # FLASHATTN_KVC_MERGE_GROUP=2: the cluster merge two splits at a time with a running maximum (an odd split count's
     # last group half empty, splits that saw no key, rows no split saw, and 16 query rows of 4 heads, 64 packed rows,
-    # among the cases), and =0 the default merge unrolled for 8 or 16 splits. Batches small enough for the clusters of
+    # among the cases), and =0 the default merge, 8 splits at a time. Batches small enough for the clusters of
     # 13 and 16 to fit the GPU at once (else the combine merges them).
     monkeypatch.setenv("FLASHATTN_KVC_MERGE_GROUP", merge_group)
     monkeypatch.setenv("FLASHATTN_KVC_PRINT_PLAN", "1")

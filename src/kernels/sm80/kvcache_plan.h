@@ -59,8 +59,8 @@ struct KvcPlan {
     int balance_tiles = 0;
     uint32_t claim_epoch = 0;
     unsigned long long* tile_claims = nullptr;  // (row blocks x kv-head groups of the grid)
-    // The Hopper kernel's cluster merge taking the splits merge_group (2) at a time rather than all unrolled
-    // (FLASHATTN_KVC_MERGE_GROUP=2; 0: unrolled). Less code at the call's end (kvc_cluster_merge_grouped).
+    // The Hopper kernel's cluster merge taking the splits merge_group (2) at a time rather than 8
+    // (FLASHATTN_KVC_MERGE_GROUP=2; 0: 8). Less code at the call's end (kvc_cluster_merge_grouped).
     int merge_group = 0;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)

@@ -66,7 +66,7 @@ bool addressable(const void* base, const CacheGeometry& g) {
 template <ElemType kElem, int kHeadDim>
 using Traits = KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>;
 
-template <class T, int kLean = 0>
+template <class T, bool kLean = false>
 auto prepared_kernel() {
     const auto kernel = kvcache_sm90_kernel<T, kLean>;
     // Clusters of more than 8 blocks (splits merged in a cluster, up to kKvcClusterMax) are "non-portable".
@@ -194,26 +194,21 @@ uint32_t next_merge_epoch() {
 constexpr const char* kKvcLeanVariable = "FLASHATTN_KVC_LEAN";
 
 // The calls the lean instance (kvcache_sm90_kernel's kLean) runs: one kv head a block, no score modifier, pages in
-// table order, fixed splits, no last-block merge: most decode calls. Why an instance of their own: the code a call
-// runs is fetched as it runs (from L2 after the benchmark's memset flush, from DRAM where a serving step's other
-// kernels have read their weights through L2), and without the other paths' code the common path's lies closer
-// together: 64 KB of sm_90a code against 230 KB (bf16, head dim 128). On an H200 (bench/NOTES.md, "kv-cache: a lean
-// instance for the common call") it took 0.2-1.3 us off every such call measured after the memset flush (batch 1 x 8
-// kv heads x 1k page 16 10.5-10.8 against 11.2-11.7 us; 16 x 8 x 4k page 16 77.2 against 78.2-78.4) and 1.3-4.6 us
-// after a reading flush (1 x 8 x 1k 11.5 against 16.1).
-int kvc_lean(const AttnParams& p, const KvcPlan& plan) {
+// table order, fixed splits, no last-block merge, the cluster merge in groups of 8 (not KvcPlan::merge_group 2): most
+// decode calls. Why an instance of their own: the code a call runs is fetched as it runs (from L2 after the
+// benchmark's memset flush, from DRAM where a serving step's other kernels have read their weights through L2), and
+// without the other paths' code the common path's lies closer together: 62 KB of sm_90a code against 214 KB (bf16,
+// head dim 128), with a Q gather of its own (a rolled loop without divisions: the consumers' first product 3.3 KB
+// nearer the entry) and one merge. On an H200 (bench/NOTES.md, "kv-cache: a lean instance for the common call" and
+// "kv-cache: the lean instance's Q gather and merge") the instance took 0.2-1.3 us off every such call measured after
+// the memset flush and 1.3-4.6 us after a reading flush; its Q gather and one merge then another 0.0-0.7 and 1.1-2.5
+// (batch 1 x 8 kv heads x 1k: 10.0-10.1 us against the general instance's 11.0-11.1 and cuDNN's 11.5-11.6 after the
+// memset flush; 9.8 against 16.2 and cuDNN's 11.2 after the reading one).
+bool kvc_lean(const AttnParams& p, const KvcPlan& plan) {
     const char* choice = std::getenv(kKvcLeanVariable);
-    if (choice && std::strcmp(choice, "0") == 0) return 0;
-    const bool lean = plan.head_group == 1 && plan.balance_tiles == 0 &&
-                      !(plan.pages_in_address_order && p.block_table) && !plan.merge_by_last && !(p.softcap > 0.f) &&
-                      p.alibi_slopes == nullptr;
-    if (!lean) return 0;
-    // Measurements: 2 and 3 (kvcache_sm90_kernel's variants); 3 where its one merge serves.
-    if (choice && std::strcmp(choice, "2") == 0) return 2;
-    if (plan.merge_group == 2) return 2;
-    const bool merge8 = !plan.merge_in_cluster || plan.num_splits <= kKvcPortableCluster;
-    if (choice && merge8 && std::strcmp(choice, "3") == 0) return 3;
-    return 1;
+    if (choice && std::strcmp(choice, "0") == 0) return false;
+    return plan.head_group == 1 && plan.balance_tiles == 0 && !(plan.pages_in_address_order && p.block_table) &&
+           !plan.merge_by_last && plan.merge_group != 2 && !(p.softcap > 0.f) && p.alibi_slopes == nullptr;
 }
 
 template <class T>
@@ -221,11 +216,8 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto stream = static_cast<cudaStream_t>(p.stream);
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
-    const int lean = kvc_lean(p, plan);
-    const auto kernel = lean == 3   ? prepared_kernel<T, 3>()
-                        : lean == 2 ? prepared_kernel<T, 2>()
-                        : lean == 1 ? prepared_kernel<T, 1>()
-                                    : prepared_kernel<T>();
+    const bool lean = kvc_lean(p, plan);
+    const auto kernel = lean ? prepared_kernel<T, true>() : prepared_kernel<T>();
     // A box: a 16- or 8-row piece of the block's kv heads (several a block), a page piece of one (paged), or a whole
     // tile.
     const auto box_rows =

@@ -199,55 +199,21 @@ __device__ __forceinline__ void kvc_store_merged(const AttnParams& p, int b, int
 // in its own shared memory, and passed the cluster barrier; the unit's (row, 4-column chunk) items are shared out
 // among all the cluster's consumer threads, each reading that chunk and LSE from every split:
 // out = sum_s w_s O_s / sum_s w_s, w_s = exp(lse_s - max lse) (sm80/kvcache_combine.cuh's arithmetic; a split that
-// saw no key has lse -inf, a row no split saw gets 0 and +inf). kMaxSplits: the splits each item's loads and weights
-// are unrolled for (kvc_cluster_merge picks 8, the planner's usual cluster, or kKvcClusterMax).
-template <int kMaxSplits, class T, typename Elem>
-__device__ __forceinline__ void kvc_cluster_merge_up_to(const AttnParams& p, const KvcBlock& blk, int num_splits,
-                                                        uint32_t part_o, uint32_t part_lse, int tid) {
-    constexpr int kColsPerItem = 4;  // one 16-byte load of a partial row
-    const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks;
-    for (int item = int(ptx::cluster_rank()) * T::kConsumerThreads + tid; item < items;
-         item += num_splits * T::kConsumerThreads) {
-        const int local = item / chunks, col = item % chunks * kColsPerItem;
-        float lse[kMaxSplits];
-        float4 o[kMaxSplits];
-        float max_lse = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < kMaxSplits; ++j) {  // every split's loads issued before any is used
-            const bool split = j < num_splits;
-            lse[j] = split ? ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, j)) : -INFINITY;
-            o[j] = split ? ptx::ld_cluster_f32x4(ptx::cluster_smem_addr(
-                               part_o + (local * T::kPartialStride + col) * 4, j))
-                         : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-#pragma unroll
-        for (int j = 0; j < kMaxSplits; ++j) max_lse = fmaxf(max_lse, lse[j]);
-        const bool empty = max_lse == -INFINITY;
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        float weight_sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < kMaxSplits; ++j) {
-            const float w = empty ? 0.f : expf(lse[j] - max_lse);  // 0 past num_splits (lse -inf)
-            weight_sum += w;
-            acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
-        }
-        const int packed = blk.m0 + local;
-        kvc_store_merged<Elem>(p, blk.b, blk.token_of(packed), blk.head_of(packed), col, acc, weight_sum, max_lse);
-    }
-}
-
-// The same merge, the splits taken kGroup at a time with a running maximum (KvcPlan::merge_group): a fraction of
-// kvc_cluster_merge_up_to's code, at a round trip to the other blocks' shared memory a group. A call runs the merge
-// once, at its end, and its code is fetched as it runs: from DRAM where a serving step's other kernels have read their
-// weights through L2, from L2 after the benchmark's memset flush. Measured on an H200 (bench/NOTES.md, "kv-cache: a
-// lean instance for the common call"): in the general instance, after a flush that reads 256 MiB, groups of 2 took
-// 0.6-1.7 us off the cluster-merged calls of 11-30 us, and after the memset flush cost -0.3 to 0.7 us (four query
-// rows 0.4-0.7); in the lean instance (kvc_lean), whose code lies together, the unrolled merge was faster after both
-// flushes. So: an option.
+// saw no key has lse -inf, a row no split saw gets 0 and +inf). The splits are taken kGroup at a time, each group's
+// loads issued together and unrolled, with a running maximum between groups: 8 (kKvcPortableCluster, the planner's
+// usual cluster, so one group; 16 splits, kKvcClusterMax, in two), or 2 (KvcPlan::merge_group).
+// Why groups rather than all of kKvcClusterMax unrolled: a call runs the merge once, at its end, and its code is
+// fetched as it runs (from L2 after the benchmark's memset flush, from DRAM where a serving step's other kernels have
+// read their weights through L2), so its length is time. Measured on an H200 (bench/NOTES.md, "kv-cache: a lean
+// instance for the common call" and "kv-cache: the lean instance's Q gather and merge"): in the lean instance, one
+// merge of groups of 8 in place of the unrolled 8- and 16-split ones and the grouped one of 2 (with the shorter Q
+// gather) took 0.0-0.7 us off the cluster-merged calls after the memset flush and 1.1-2.5 after a reading flush,
+// 16-split calls among them; groups of 2 cost up to 0.7 us after the memset flush where they gained after the reading
+// one, so they are an option.
 template <int kGroup, class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                           uint32_t part_o, uint32_t part_lse, int tid) {
-    constexpr int kColsPerItem = 4;
+    constexpr int kColsPerItem = 4;  // one 16-byte load of a partial row
     const int chunks = p.head_dim_v / kColsPerItem, items = blk.rows * chunks;
     for (int item = int(ptx::cluster_rank()) * T::kConsumerThreads + tid; item < items;
          item += num_splits * T::kConsumerThreads) {
@@ -259,7 +225,7 @@ __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, c
             float lse[kGroup];
             float4 o[kGroup];
 #pragma unroll
-            for (int j = 0; j < kGroup; ++j) {
+            for (int j = 0; j < kGroup; ++j) {  // the group's loads issued before any is used
                 const bool split = j0 + j < num_splits;
                 lse[j] = split ? ptx::ld_cluster_f32(ptx::cluster_smem_addr(part_lse + local * 4, j0 + j)) : -INFINITY;
                 o[j] = split ? ptx::ld_cluster_f32x4(ptx::cluster_smem_addr(
@@ -275,7 +241,7 @@ __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, c
             acc.x *= rescale, acc.y *= rescale, acc.z *= rescale, acc.w *= rescale;
 #pragma unroll
             for (int j = 0; j < kGroup; ++j) {
-                const float w = expf(lse[j] - group_max);
+                const float w = expf(lse[j] - group_max);  // 0 past num_splits (lse -inf)
                 weight_sum += w;
                 acc.x += w * o[j].x, acc.y += w * o[j].y, acc.z += w * o[j].z, acc.w += w * o[j].w;
             }
@@ -286,18 +252,13 @@ __device__ __forceinline__ void kvc_cluster_merge_grouped(const AttnParams& p, c
     }
 }
 
-// Clusters of up to 8 splits (kvc_one_sm_splits, kvc_latency_splits: the usual ones) unrolled for 8, so that an item
-// issues no loads, exponentials or products for splits past 8; larger clusters for kKvcClusterMax. With
-// KvcPlan::merge_group 2, kvc_cluster_merge_grouped.
 template <class T, typename Elem>
 __device__ __forceinline__ void kvc_cluster_merge(const AttnParams& p, const KvcBlock& blk, int num_splits,
                                                   uint32_t part_o, uint32_t part_lse, int tid, int merge_group) {
     if (merge_group == 2)
         kvc_cluster_merge_grouped<2, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
-    else if (num_splits <= kKvcPortableCluster)
-        kvc_cluster_merge_up_to<kKvcPortableCluster, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
     else
-        kvc_cluster_merge_up_to<kKvcClusterMax, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
+        kvc_cluster_merge_grouped<kKvcPortableCluster, T, Elem>(p, blk, num_splits, part_o, part_lse, tid);
 }
 
 // Splits merged by the unit's last block to finish (KvcPlan::merge_by_last), the combine kernel's work without a
@@ -428,10 +389,8 @@ constexpr int kKvcOrderMergeBarrier = 3;
 // kLean: the instance for the common decode call (one kv head a block, no softcap or ALiBi, pages in table order,
 // fixed splits, no last-block merge; kvc_lean in kvcache_sm90.cu says where and why), compiled without the code of
 // the rest (the grouped loop, the page order, the balanced producer, the last-block merge), so that the code a call
-// runs lies closer together.
-// Measurement variants: kLean 1 gathers Q in a short loop and merges up to 16 splits 8 at a time; 2 is the lean
-// instance as it was (the general Q gather and merges); 3 the short gather with the unrolled 8-split merge alone.
-template <class T, int kLean = 0>
+// runs lies closer together; its Q gather is a short loop of its own and its one merge takes groups of 8.
+template <class T, bool kLean = false>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     kvcache_sm90_kernel(const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                         const AttnParams p, const KvcPlan plan) {
@@ -730,7 +689,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // ---- consumers: Q's packed rows, gathered into the 128-byte swizzle (row r of a box: 16-byte chunk c at
     // position c ^ (r % 8)); rows past the block's are zeros ---------------------------------------------------------
     const KvcQueries<Elem> queries(p, plan.q_rot);
-    if constexpr (kLean == 1 || kLean == 3) {
+    if constexpr (kLean) {
         // One chunk column a thread, its rows kRowsPerPass apart. One kv head a block: packed row m0 + r is query head
         // r % heads_per_kv of the kv head's group at token r / heads_per_kv, stepped from pass to pass without a
         // division; the loop kept rolled (two passes at a time, so that up to 16 rows' loads go out together).
@@ -999,12 +958,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::cluster_arrive_shared();  // every split's partial rows written (to its own shared memory)
         ptx::cluster_wait();
         if (marks) kvc_mark(kKvMerging);
-        if constexpr (kLean == 1)
+        if constexpr (kLean)  // (kvc_lean: not with KvcPlan::merge_group 2)
             kvc_cluster_merge_grouped<kKvcPortableCluster, T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o),
                                                                     ptx::smem_addr(part_lse), tid);
-        else if constexpr (kLean == 3)
-            kvc_cluster_merge_up_to<kKvcPortableCluster, T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o),
-                                                                  ptx::smem_addr(part_lse), tid);
         else
             kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse),
                                        tid, plan.merge_group);
