@@ -478,8 +478,6 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         if (ahead && *ahead) plan.tiles_ahead = std::max(0, std::atoi(ahead));
         const char* all_rows = std::getenv(kKvcAllRowsVariable);
         plan.softmax_all_rows = all_rows && std::strcmp(all_rows, "1") == 0;
-        const char* no_math = std::getenv("FLASHATTN_KVC_NO_MATH");
-        plan.no_math = no_math && std::strcmp(no_math, "1") == 0;
         const char* overlap = std::getenv(kKvcOverlapVariable);
         if (overlap && *overlap) plan.overlap_products = std::strcmp(overlap, "0") != 0;
         const char* producers = std::getenv(kKvcOneProducerVariable);

@@ -28,7 +28,6 @@ struct KvcPlan {
     // FLASHATTN_KVC_ALL_ROWS=1; by default a warp with none of the block's rows skips it and gives P = 0, and one
     // whose second rows are all padding runs the first half alone).
     bool softmax_all_rows = false;
-    bool no_math = false;  // diagnostic: FLASHATTN_KVC_NO_MATH=1, the consumers only wait for and release each stage
     // The Hopper kernel on a paged cache with one producer warp issuing K's and V's copies (kvc_one_producer), where
     // it otherwise has two.
     bool one_producer = false;

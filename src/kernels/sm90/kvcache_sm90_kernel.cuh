@@ -799,22 +799,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         for (int i = 0; balanced || i < tiles; ++i) {
             const int vs = i % T::kVStages;
             int n0 = (tile_begin + i) * keys_per_tile;
-            if (plan.no_math && !balanced) {  // diagnostic: each stage waited for and given back, no products
-                const int ks = i % T::kKStages;
-                ptx::mbarrier_wait(&s.k_full[ks], (i / T::kKStages) % 2);
-                if (marks && i == 0) kvc_mark(kKvFirstK);
-                if (marks && i == tiles - 1) kvc_mark(kKvLastK);
-                if (marks) kvc_progress(i, tiles);
-                __syncwarp();
-                if (warp_leader) ptx::mbarrier_arrive(&s.k_empty[ks]);
-                ptx::mbarrier_wait(&s.v_full[vs], (i / T::kVStages) % 2);
-                if (marks && i == tiles - 1) kvc_mark(kKvLastV);
-                __syncwarp();
-                if (warp_leader) ptx::mbarrier_arrive(&s.v_empty[vs]);
-                if (marks && i == 0) kvc_mark(kKvFirstPv);
-                if (marks && i == tiles - 1) kvc_mark(kKvLastPv);
-                continue;
-            }
 
             if (balanced) {
                 const int ks = i % T::kKStages;
