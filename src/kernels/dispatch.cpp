@@ -337,19 +337,6 @@ constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
 constexpr const char* kKvcBalanceVariable = "FLASHATTN_KVC_BALANCE";
 constexpr int kKvcMaxBalanceTiles = 1024;
 
-// FLASHATTN_KVC_SHARE_AHEAD=n: the Hopper kernel's producers prefetch their share of each tile's rows across all kv
-// heads into L2, n tiles ahead (KvcPlan::share_ahead; for measurement). Taken only where a cache row's kv heads lie one
-// after the other (kvc_rows_shareable), and not with the page order or balanced splits.
-constexpr const char* kKvcShareAheadVariable = "FLASHATTN_KVC_SHARE_AHEAD";
-constexpr int kKvcMaxShareAhead = 64;
-
-// A cache whose row holds its kv heads one after the other, each head_dim elements: a run of rows is then one run of
-// memory that every kv head's block reads part of.
-static bool kvc_rows_shareable(const AttnParams& p) {
-    return p.k_head_stride == p.head_dim && p.k_row_stride == int64_t(p.nheads_k) * p.head_dim &&
-           p.v_head_stride == p.head_dim_v && p.v_row_stride == int64_t(p.nheads_k) * p.head_dim_v;
-}
-
 // FLASHATTN_KVC_MERGE_GROUP=2: the Hopper kernel's cluster merge takes the splits two at a time (KvcPlan::merge_group)
 // rather than eight: less code at a call's end, on the general instance (kvc_lean leaves such calls to it).
 // Not the default: kvc_cluster_merge_grouped says what it cost and gained.
@@ -518,9 +505,6 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         // before this one's end).
         if (plan.pages_in_address_order) plan.balance_tiles = 0;
         if (plan.balance_tiles > 0) plan.overlap_products = false;
-        const char* share = std::getenv(kKvcShareAheadVariable);
-        if (share && *share && !plan.pages_in_address_order && plan.balance_tiles == 0 && kvc_rows_shareable(p))
-            plan.share_ahead = std::clamp(std::atoi(share), 0, kKvcMaxShareAhead);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);
@@ -545,12 +529,12 @@ void print_kvc_plan(const AttnParams& p, const KvcPlan& plan, bool sm90) {
                  "flashattn kv-cache plan: %s kernel; batch %d, seqlen_q %d, nheads %d, nheads_k %d, seqlen_k %d, "
                  "page_size %d: splits %d (merge: %s), head_group %d, tiles_ahead %d, overlap_products %d, "
                  "one_producer %d, k_first %d, pages_in_address_order %d, kv_read_once %d, softmax_all_rows %d, "
-                 "balance_tiles %d, merge_group %d, share_ahead %d, workspace %zu bytes\n",
+                 "balance_tiles %d, merge_group %d, workspace %zu bytes\n",
                  sm90 ? "Hopper" : "Ampere-class", p.batch, p.seqlen_q, p.nheads, p.nheads_k, p.seqlen_k,
                  p.block_table ? p.page_size : 0, plan.num_splits, merge, plan.head_group, plan.tiles_ahead,
                  int(plan.overlap_products), int(plan.one_producer), int(plan.k_first),
                  int(plan.pages_in_address_order), int(plan.kv_read_once), int(plan.softmax_all_rows),
-                 plan.balance_tiles, plan.merge_group, plan.share_ahead, plan.workspace_bytes);
+                 plan.balance_tiles, plan.merge_group, plan.workspace_bytes);
 }
 
 void launch_kvc(const AttnParams& p, const KvcPlan& plan) {

@@ -143,22 +143,6 @@ __device__ __forceinline__ uint64_t l2_policy_evict_first() {
 #endif
 }
 
-// An L2 prefetch of `bytes` (a multiple of 16) at global address `src` (16-byte aligned) by the copy engine: the lines
-// are read into L2 and go nowhere else; with `policy` (l2_policy_evict_first's) for them where `hinted`.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes, bool hinted, uint64_t policy) {
-#if FLASHATTN_SM90
-    if (hinted)
-        asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;\n" ::"l"(src), "r"(bytes),
-                     "l"(policy)
-                     : "memory");
-    else
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-#else
-    (void)src, (void)bytes, (void)hinted, (void)policy;
-    __trap();
-#endif
-}
-
 // tma_load_4d with an L2 eviction policy (l2_policy_evict_first's) for the lines it reads.
 __device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t* bar, int x, int y, int z, int w,
                                             uint64_t policy) {

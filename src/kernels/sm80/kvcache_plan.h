@@ -62,12 +62,6 @@ struct KvcPlan {
     // The Hopper kernel's cluster merge taking the splits merge_group (2) at a time rather than 8
     // (FLASHATTN_KVC_MERGE_GROUP=2; 0: 8). Less code at the call's end (kvc_cluster_merge_grouped).
     int merge_group = 0;
-    // The Hopper kernel's producers prefetch into L2, share_ahead tiles ahead of their copies, their block's share of
-    // the cache run that all kv heads' rows at that tile's positions make (a page piece's rows, or a dense tile's, are
-    // one contiguous run when the heads of a row are): the blocks of a sequence's kv heads, which read the same rows,
-    // together read each run whole where each one's copies read 256-byte rows 2-8 KB apart
-    // (FLASHATTN_KVC_SHARE_AHEAD=n, for measurement; 0: none).
-    int share_ahead = 0;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)

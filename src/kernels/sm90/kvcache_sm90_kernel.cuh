@@ -456,30 +456,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // us from the block's start against 4.3), and paged calls of 1-4 x 8-32 kv heads ended 0.1-0.6 us later
         // (bench/NOTES.md, "kv-cache: where random pages cost, and the paged producer's first tile").
         const bool k_first = plan.k_first && !(issue_k && issue_v);
-        // Shared runs (KvcPlan::share_ahead): tile t's rows of every kv head (a page piece's, or a dense tile's) are one
-        // run of the cache; this block prefetches its share of each run into L2 (its kv heads' part of the run, as many
-        // bytes as its own copies of the piece read), so that the blocks of a sequence's kv heads read the runs whole.
-        const int share_ahead = kLean || head_group == 1 ? plan.share_ahead : 0;
-        auto prefetch_shares = [&](int t) {
-            const int n0 = (tile_begin + t) * keys_per_tile, keys = min(keys_per_tile, seq.seqlen_k - n0);
-            const int run_rows = pieced ? piece_rows : keys_per_tile, first = lane * run_rows;
-            if (first >= keys) return;
-            const int rows_in = min(run_rows, keys - first);
-            int row = seq.leftpad + n0 + first, where = entry;
-            if (table_row) {
-                where = table_row[row / p.page_size];
-                row %= p.page_size;
-            }
-            auto share = [&](const void* cache, int64_t entry_stride, int64_t row_stride, int dim) {
-                const int64_t run = int64_t(where) * entry_stride + int64_t(row) * row_stride;
-                const int64_t share_elems = int64_t(rows_in) * dim;
-                ptx::bulk_prefetch_l2(static_cast<const Elem*>(cache) + run + share_elems * hk,
-                                      static_cast<uint32_t>(share_elems * sizeof(Elem)), plan.kv_read_once,
-                                      evict_first);
-            };
-            if (issue_k) share(p.k, p.k_batch_stride, p.k_row_stride, p.head_dim);
-            if (issue_v) share(p.v, p.v_batch_stride, p.v_row_stride, p.head_dim_v);
-        };
         const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
         if (marks) kvc_mark(kKvProducer);
         // The loop, compiled twice: with the page order (kOrdered) and without it. A paged cache's middle tiles in
@@ -545,10 +521,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                                                     head_group, pos0, pieces, hk, where, row, plan.kv_read_once,
                                                     evict_first, plan.v_fold_rows > 0 ? kFoldV : kFoldNone);
                 }
-                if (!kOrdered) {
-                    if (share_ahead > 0 && i + share_ahead < tiles) prefetch_shares(i + share_ahead);
-                    continue;
-                }
+                if (!kOrdered) continue;
                 if (i == 0) {
                     // kOrdered: the plan asks for the order on this paged cache (the call below); the block may
                     // still be too short for it.
