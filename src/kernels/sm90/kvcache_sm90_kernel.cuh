@@ -958,12 +958,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::cluster_arrive_shared();  // every split's partial rows written (to its own shared memory)
         ptx::cluster_wait();
         if (marks) kvc_mark(kKvMerging);
-        if constexpr (kLean)  // (kvc_lean: not with KvcPlan::merge_group 2)
-            kvc_cluster_merge_grouped<kKvcPortableCluster, T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o),
-                                                                    ptx::smem_addr(part_lse), tid);
-        else
-            kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse),
-                                       tid, plan.merge_group);
+        // (The lean instance compiles the groups of 8 alone: kvc_lean leaves KvcPlan::merge_group 2 to the general one.)
+        kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse), tid,
+                                   kLean ? 0 : plan.merge_group);
         // ... and read: no block's shared memory goes while another may still read it. The merge's reads have
         // returned (its stores used them), so the arrive publishes nothing.
         ptx::cluster_arrive_relaxed();
