@@ -31,6 +31,11 @@
 //   mode 18 as mode 5, four consumer warps giving each stage back before it is copied again (the kernel's hand-off)
 //   mode 19 as mode 5, both; mode 20 as mode 4, both; mode 21 as mode 19, the blocks in the kernel's order (the
 //           split slowest)
+//   mode 22-24 as mode 4 (per head, paged 16), the blocks of a sequence's kv heads paced through global memory: a
+//           block issues tile i once every sibling (same sequence and slice) has issued tile i - slack (slack 1, 2, 4),
+//           each block's count of issued tiles a word its warp's lanes read for all siblings at once; no cluster, so
+//           any grid (the wait gives up after kPaceMaxPolls polls: pacing is a hint, never a deadlock)
+//   mode 25-26 as mode 0 (per head, dense), paced so with slack 1 and 2
 //   mode 11 as mode 4, with one L2 prefetch of each K and V piece's first row kWarmAhead tiles before its copy (the
 //           row is read by the copy anyway: no extra bytes, but the page's address translation is made early)
 //
@@ -79,6 +84,7 @@ struct Mode {
     int cluster = 1;    // modes 12-16: blocks a cluster (consecutive blocks: kv heads of one sequence)
     bool one_per_sm = false, in_step = false;  // modes 14-16
     int handoff = 0;  // modes 17-20: kHandoffTwoProducers | kHandoffConsumers (stream_handoff_kernel)
+    int slack = 0;    // modes 22-26: the kv heads of a sequence paced through global memory (stream_paced_kernel)
 };
 constexpr int kHandoffTwoProducers = 1, kHandoffConsumers = 2, kHandoffKernelOrder = 4;
 constexpr int kMaxCopyThreads = 128;
@@ -106,13 +112,22 @@ constexpr Mode kModes[] = {
     {"as 4, both", 16, 1, false, true, 0, false, 1, false, false, kHandoffTwoProducers | kHandoffConsumers},
     {"as 19, the kernel's block order", 16, 4, false, true, 0, false, 1, false, false,
      kHandoffTwoProducers | kHandoffConsumers | kHandoffKernelOrder},
+    {"as 4, kv heads paced, slack 1", 16, 1, false, true, 0, false, 1, false, false, 0, 1},
+    {"as 4, kv heads paced, slack 2", 16, 1, false, true, 0, false, 1, false, false, 0, 2},
+    {"as 4, kv heads paced, slack 4", 16, 1, false, true, 0, false, 1, false, false, 0, 4},
+    {"as 0, kv heads paced, slack 1", 64, 1, false, false, 0, false, 1, false, false, 0, 1},
+    {"as 0, kv heads paced, slack 2", 64, 1, false, false, 0, false, 1, false, false, 0, 2},
 };
+constexpr int kPaceMaxPolls = 4096;
 
 struct Work {
     int batch, seqlen, nheads, rows, heads;
     bool paged, warm;
     const int* table;  // paged: (batch, seqlen / kPage) blocks
     const unsigned char *k, *v;  // the pools, for mode 11's prefetches
+    uint32_t* progress = nullptr;  // modes 22-26: a word a block, its tiles issued plus `epoch` (this launch's base)
+    uint32_t epoch = 0;
+    int slack = 0;
 };
 
 __device__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
@@ -191,6 +206,43 @@ __global__ void __launch_bounds__(32) stream_kernel(const __grid_constant__ CUte
     }
     for (int i = max(0, bw.tiles - kStages); i < bw.tiles; ++i)
         ptx::mbarrier_wait(&s.full[i % kStages], (i / kStages) % 2);
+}
+
+// Modes 22-26: stream_kernel's copies, the warp's lane 0 issuing, its lanes reading the siblings' counts (a sequence's
+// slice's head groups: consecutive blocks in block_work's order) before each tile past the first `slack`.
+__global__ void __launch_bounds__(32) stream_paced_kernel(const __grid_constant__ CUtensorMap map_k,
+                                                          const __grid_constant__ CUtensorMap map_v, Work w) {
+    extern __shared__ unsigned char raw[];
+    auto& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) / 1024 * 1024);
+    const int lane = threadIdx.x;
+    const BlockWork bw = block_work(w);
+    const int groups = w.nheads / w.heads;
+    uint32_t* siblings = w.progress + (blockIdx.x - bw.group);  // the slice's head groups' words, in group order
+    if (lane == 0) {
+        for (int st = 0; st < kStages; ++st) ptx::mbarrier_init(&s.full[st], 1);
+        ptx::fence_mbarrier_init();
+    }
+    __syncwarp();
+    for (int i = 0; i < bw.tiles; ++i) {
+        const int st = i % kStages;
+        if (i >= w.slack) {
+            const uint32_t need = w.epoch + uint32_t(i - w.slack + 1);  // tile i - slack issued by every sibling
+            for (int poll = 0; poll < kPaceMaxPolls; ++poll) {
+                const bool ready = lane >= groups || ptx::ld_relaxed_gpu_u32(siblings + lane) >= need;
+                if (__all_sync(0xffffffffu, ready)) break;
+            }
+        }
+        if (lane == 0) {
+            if (i >= kStages) ptx::mbarrier_wait(&s.full[st], (i / kStages - 1) % 2);
+            ptx::mbarrier_arrive_expect_tx(&s.full[st], 2 * kTileBytes);
+            issue_tile(&map_k, &map_v, s.k[st], &s.full[st], s.v[st], &s.full[st], w, bw, i);
+            ptx::st_relaxed_gpu_u32(siblings + bw.group, w.epoch + uint32_t(i + 1));
+        }
+        __syncwarp();
+    }
+    if (lane == 0)
+        for (int i = max(0, bw.tiles - kStages); i < bw.tiles; ++i)
+            ptx::mbarrier_wait(&s.full[i % kStages], (i / kStages) % 2);
 }
 
 // Modes 14-16: stream_kernel's copies (one kv head a block, 16-row pieces where paged) by thread 0 of a block in a
@@ -439,6 +491,11 @@ int main(int argc, char** argv) {
     cudaFuncSetAttribute(stream_threads_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     cudaFuncSetAttribute(stream_in_step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOneBlockSmem);
     cudaFuncSetAttribute(stream_handoff_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaFuncSetAttribute(stream_paced_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    uint32_t* progress = nullptr;  // modes 22-26: a word a block, counting up across launches (each launch's epoch)
+    cudaMalloc(&progress, sizeof(uint32_t) * batch * nheads * splits);
+    cudaMemset(progress, 0, sizeof(uint32_t) * batch * nheads * splits);
+    uint32_t epoch = 0;
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -464,8 +521,8 @@ int main(int argc, char** argv) {
         const CUtensorMap mv = make_map(v, dims, strides, mode.rows, mode.heads);
         // The same block count for every mode: batch x nheads_k units, a head group's slices of the sequence.
         const int groups = nheads / mode.heads;
-        const Work w{batch, seqlen, nheads, mode.rows, mode.heads, mode.paged, mode.warm, table,
-                     static_cast<const unsigned char*>(k), static_cast<const unsigned char*>(v)};
+        Work w{batch, seqlen, nheads, mode.rows, mode.heads, mode.paged, mode.warm, table,
+               static_cast<const unsigned char*>(k), static_cast<const unsigned char*>(v), progress, 0, mode.slack};
         const dim3 grid(batch * groups * mode.heads * splits);
         if (splits > 1 && mode.cluster > 1) continue;  // the cluster modes read a unit's whole sequence a block
         std::vector<float> ms;
@@ -481,7 +538,11 @@ int main(int argc, char** argv) {
                 cluster_launch(grid, kOneBlockSmem, mode.cluster, mk, mv, w, &mode);
             else if (mode.cluster > 1)
                 cluster_launch(grid, smem, mode.cluster, mk, mv, w);
-            else
+            else if (mode.slack) {
+                w.epoch = epoch;
+                epoch += 1u << 20;  // past any block's tile count
+                stream_paced_kernel<<<grid, 32, smem>>>(mk, mv, w);
+            } else
                 stream_kernel<<<grid, 32, smem>>>(mk, mv, w);
             cudaEventRecord(e1);
             cudaEventSynchronize(e1);
