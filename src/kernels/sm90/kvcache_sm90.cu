@@ -218,11 +218,11 @@ bool kvc_lean(const AttnParams& p, const KvcPlan& plan) {
 }
 
 // The calls KvcPlan::copy_threads may take: the lean instance's, at head dim 128 (the instance compiled; its copies
-// take whole rows of it).
+// take whole rows of it), with clusters of at most 8 (its blocks take an SM each; the planner counted T's).
 template <class T>
 bool kvc_copy_threads(const AttnParams& p, const KvcPlan& plan, bool lean) {
     return plan.copy_threads && lean && T::kHeadDim == kLargeBucket && p.head_dim == T::kHeadDim &&
-           p.head_dim_v == T::kHeadDim;
+           p.head_dim_v == T::kHeadDim && !(plan.merge_in_cluster && plan.num_splits > kKvcPortableCluster);
 }
 
 template <class T>
