@@ -510,7 +510,7 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         if (plan.pages_in_address_order) plan.balance_tiles = 0;
         if (plan.balance_tiles > 0) plan.overlap_products = false;
         const char* copy_threads = std::getenv(kKvcCopyThreadsVariable);
-        plan.copy_threads = copy_threads && std::strcmp(copy_threads, "1") == 0;
+        if (copy_threads && *copy_threads) plan.copy_threads = std::clamp(std::atoi(copy_threads), 0, 2);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);
@@ -540,7 +540,7 @@ void print_kvc_plan(const AttnParams& p, const KvcPlan& plan, bool sm90) {
                  p.block_table ? p.page_size : 0, plan.num_splits, merge, plan.head_group, plan.tiles_ahead,
                  int(plan.overlap_products), int(plan.one_producer), int(plan.k_first),
                  int(plan.pages_in_address_order), int(plan.kv_read_once), int(plan.softmax_all_rows),
-                 plan.balance_tiles, plan.merge_group, int(plan.copy_threads), plan.workspace_bytes);
+                 plan.balance_tiles, plan.merge_group, plan.copy_threads, plan.workspace_bytes);
 }
 
 void launch_kvc(const AttnParams& p, const KvcPlan& plan) {

@@ -221,7 +221,7 @@ bool kvc_lean(const AttnParams& p, const KvcPlan& plan) {
 // take whole rows of it), with clusters of at most 8 (its blocks take an SM each; the planner counted T's).
 template <class T>
 bool kvc_copy_threads(const AttnParams& p, const KvcPlan& plan, bool lean) {
-    return plan.copy_threads && lean && T::kHeadDim == kLargeBucket && p.head_dim == T::kHeadDim &&
+    return plan.copy_threads > 0 && lean && T::kHeadDim == kLargeBucket && p.head_dim == T::kHeadDim &&
            p.head_dim_v == T::kHeadDim && !(plan.merge_in_cluster && plan.num_splits > kKvcPortableCluster);
 }
 

@@ -163,19 +163,26 @@ struct KvcCopyRows {
     static_assert(T::kCopyThreads % kChunksPerRow == 0 && T::kBlockN % kRowsPerPass == 0 && T::kBoxes == T::kBoxesV);
     int64_t src[kPasses];  // elements from the cache's start to the pass's row of this kv head (-1: past the sequence)
 
-    // The rows of the tile at cache position pos0 (keys of them in the sequence) for thread t.
-    __device__ __forceinline__ KvcCopyRows(const int32_t* table_row, int page_size, int entry, int64_t entry_stride,
-                                           int64_t row_stride, int64_t head_offset, int pos0, int keys, int t) {
+    // Each pass's cache entry (a paged cache's block, from the table; -1 past the sequence) for the tile at cache
+    // position pos0 (keys of its rows in the sequence): loaded a tile ahead of its use, so that the table's latency
+    // is not on the copies' path.
+    __device__ __forceinline__ static void entries(int (&where)[kPasses], const int32_t* table_row, int page_size,
+                                                   int entry, int pos0, int keys, int t) {
         const int r0 = t / kChunksPerRow;
 #pragma unroll
         for (int pass = 0; pass < kPasses; ++pass) {
-            const int r = r0 + pass * kRowsPerPass, pos = pos0 + r;
-            int where = entry, row = pos;
-            if (table_row && r < keys) {
-                where = table_row[pos / page_size];
-                row = pos % page_size;
-            }
-            src[pass] = r < keys ? int64_t(where) * entry_stride + int64_t(row) * row_stride + head_offset : -1;
+            const int r = r0 + pass * kRowsPerPass;
+            where[pass] = r >= keys ? -1 : table_row ? table_row[(pos0 + r) / page_size] : entry;
+        }
+    }
+    __device__ __forceinline__ KvcCopyRows(const int (&where)[kPasses], bool paged, int page_size,
+                                           int64_t entry_stride, int64_t row_stride, int64_t head_offset, int pos0,
+                                           int t) {
+        const int r0 = t / kChunksPerRow;
+#pragma unroll
+        for (int pass = 0; pass < kPasses; ++pass) {
+            const int pos = pos0 + r0 + pass * kRowsPerPass, row = paged ? pos % page_size : pos;
+            src[pass] = where[pass] < 0 ? -1 : int64_t(where[pass]) * entry_stride + int64_t(row) * row_stride + head_offset;
         }
     }
     __device__ __forceinline__ void copy(Elem* stage, uint64_t* full, const Elem* cache, int t) const {
@@ -501,28 +508,36 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         if constexpr (T::kCopyThreads > 0) {
             // KvcPlan::copy_threads: every producer thread copies its chunks of each K and V tile (KvcCopyRows), a tile
             // once the consumers have given its stage back. K's and V's rows are the same positions of the cache.
+            using Rows = KvcCopyRows<T, Elem>;
             const int t = tid - T::kConsumerThreads;
             const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
             const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
+            int where[Rows::kPasses], where_next[Rows::kPasses];
+            if (tiles > 0)
+                Rows::entries(where_next, table_row, p.page_size, entry, seq.leftpad + tile_begin * keys_per_tile,
+                              seq.seqlen_k - tile_begin * keys_per_tile, t);
             for (int i = 0; i < tiles; ++i) {
                 const int n0 = (tile_begin + i) * keys_per_tile;
-                const KvcCopyRows<T, Elem> k_rows(table_row, p.page_size, entry, p.k_batch_stride, p.k_row_stride,
-                                                  hk * p.k_head_stride, seq.leftpad + n0, seq.seqlen_k - n0, t);
+#pragma unroll
+                for (int pass = 0; pass < Rows::kPasses; ++pass) where[pass] = where_next[pass];
+                if (i + 1 < tiles)
+                    Rows::entries(where_next, table_row, p.page_size, entry, seq.leftpad + n0 + keys_per_tile,
+                                  seq.seqlen_k - n0 - keys_per_tile, t);
                 if (i >= T::kKStages) {
                     const int used = i - T::kKStages;
                     ptx::mbarrier_wait(&s.k_empty[used % T::kKStages], (used / T::kKStages) % 2);
                 }
-                k_rows.copy(s.k[i % T::kKStages][0], &s.k_full[i % T::kKStages], static_cast<const Elem*>(p.k), t);
-                KvcCopyRows<T, Elem> v_rows = k_rows;
-                if (p.v_batch_stride != p.k_batch_stride || p.v_row_stride != p.k_row_stride ||
-                    p.v_head_stride != p.k_head_stride)
-                    v_rows = KvcCopyRows<T, Elem>(table_row, p.page_size, entry, p.v_batch_stride, p.v_row_stride,
-                                                  hk * p.v_head_stride, seq.leftpad + n0, seq.seqlen_k - n0, t);
+                const bool paged = table_row != nullptr;
+                Rows(where, paged, p.page_size, p.k_batch_stride, p.k_row_stride, hk * p.k_head_stride,
+                     seq.leftpad + n0, t)
+                    .copy(s.k[i % T::kKStages][0], &s.k_full[i % T::kKStages], static_cast<const Elem*>(p.k), t);
                 if (i >= T::kVStages) {
                     const int used = i - T::kVStages;
                     ptx::mbarrier_wait(&s.v_empty[used % T::kVStages], (used / T::kVStages) % 2);
                 }
-                v_rows.copy(s.v[i % T::kVStages][0], &s.v_full[i % T::kVStages], static_cast<const Elem*>(p.v), t);
+                Rows(where, paged, p.page_size, p.v_batch_stride, p.v_row_stride, hk * p.v_head_stride,
+                     seq.leftpad + n0, t)
+                    .copy(s.v[i % T::kVStages][0], &s.v_full[i % T::kVStages], static_cast<const Elem*>(p.v), t);
             }
             ptx::cp_async_commit();
             ptx::cp_async_wait<0>();  // no thread leaves with its copies in flight
@@ -853,13 +868,16 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // With KvcPlan::overlap_products, tile i + 1's S product is issued right after tile i's P V, and the two complete
     // in order: P V's wait (and V's stage released), then S's (and K's); tile i + 1 then starts at its softmax.
     const bool overlap = plan.overlap_products;
+    // KvcPlan::copy_threads 2 (a diagnostic): no proxy fence between the cp.async copies and the products.
+    const bool copy_fence = plan.copy_threads != 2;
     float acc_s[T::kMTiles][T::kNTiles][4];
     auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
     // Tile j's S product: issued once its K has landed; done once it has completed (no wgmma of this warpgroup
     // issued after it still outstanding), when S is in registers and K's stage goes back to the producer.
     auto issue_s = [&](int j) {
         ptx::mbarrier_wait(&s.k_full[j % T::kKStages], (j / T::kKStages) % 2);
-        if constexpr (T::kCopyThreads > 0) ptx::fence_proxy_async_shared();  // cp.async's stores, read by wgmma
+        if constexpr (T::kCopyThreads > 0)
+            if (copy_fence) ptx::fence_proxy_async_shared();  // cp.async's stores, read by wgmma
         if (marks && j == 0) kvc_mark(kKvFirstK);
         if (marks && j == tiles - 1) kvc_mark(kKvLastK);
         if (marks) kvc_progress(j, tiles);
@@ -919,7 +937,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             }
 
             ptx::mbarrier_wait(&s.v_full[vs], (i / T::kVStages) % 2);
-            if constexpr (T::kCopyThreads > 0) ptx::fence_proxy_async_shared();
+            if constexpr (T::kCopyThreads > 0)
+                if (copy_fence) ptx::fence_proxy_async_shared();
             if (marks && i == tiles - 1) kvc_mark(kKvLastV);
             // V rows past the sequence hold another sequence's (or never written) values, or were not copied at all: P
             // is 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
