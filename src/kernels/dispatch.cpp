@@ -510,7 +510,7 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         if (plan.pages_in_address_order) plan.balance_tiles = 0;
         if (plan.balance_tiles > 0) plan.overlap_products = false;
         const char* copy_threads = std::getenv(kKvcCopyThreadsVariable);
-        if (copy_threads && *copy_threads) plan.copy_threads = std::clamp(std::atoi(copy_threads), 0, 2);
+        if (copy_threads && *copy_threads) plan.copy_threads = std::clamp(std::atoi(copy_threads), 0, 3);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);

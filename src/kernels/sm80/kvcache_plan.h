@@ -64,7 +64,8 @@ struct KvcPlan {
     int merge_group = 0;
     // The Hopper kernel's tiles copied by a producer warpgroup issuing 16-byte cp.async (kvcache_sm90.cu,
     // kvc_copy_threads; FLASHATTN_KVC_COPY_THREADS=1, for measurement) instead of the copy engine; 2 (a diagnostic,
-    // FLASHATTN_KVC_COPY_THREADS=2): without the consumers' proxy fence before the products read each tile.
+    // FLASHATTN_KVC_COPY_THREADS=2): without the consumers' proxy fence before the products read each tile; 3 (a
+    // diagnostic): each thread's arrival a plain one once its tile's cp.async group has landed.
     int copy_threads = 0;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)

@@ -185,6 +185,7 @@ struct KvcCopyRows {
             src[pass] = where[pass] < 0 ? -1 : int64_t(where[pass]) * entry_stride + int64_t(row) * row_stride + head_offset;
         }
     }
+    // `full` null: no arrival (the caller arrives once the copies have landed, KvcPlan::copy_threads 3).
     __device__ __forceinline__ void copy(Elem* stage, uint64_t* full, const Elem* cache, int t) const {
         const int chunk = t % kChunksPerRow, bx = chunk / kChunksPerBoxRow, c = chunk % kChunksPerBoxRow;
         const int r0 = t / kChunksPerRow;
@@ -196,7 +197,7 @@ struct KvcCopyRows {
             ptx::cp_async_16(base + r * T::kRowBytes + ((c ^ (r % 8)) * 16), cache + (live ? src[pass] : 0) + chunk * 8,
                              live);
         }
-        ptx::cp_async_mbarrier_arrive_noinc(full);
+        if (full) ptx::cp_async_mbarrier_arrive_noinc(full);
     }
 };
 
@@ -512,6 +513,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             const int t = tid - T::kConsumerThreads;
             const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
             const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
+            // KvcPlan::copy_threads 3 (a diagnostic): each tile's copies a cp.async group, and each thread's arrival a
+            // plain one once its group has landed (waited for a tile later), not cp.async's own arrival.
+            const bool by_groups = plan.copy_threads == 3;
             int where[Rows::kPasses], where_next[Rows::kPasses];
             if (tiles > 0)
                 Rows::entries(where_next, table_row, p.page_size, entry, seq.leftpad + tile_begin * keys_per_tile,
@@ -530,14 +534,30 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 const bool paged = table_row != nullptr;
                 Rows(where, paged, p.page_size, p.k_batch_stride, p.k_row_stride, hk * p.k_head_stride,
                      seq.leftpad + n0, t)
-                    .copy(s.k[i % T::kKStages][0], &s.k_full[i % T::kKStages], static_cast<const Elem*>(p.k), t);
+                    .copy(s.k[i % T::kKStages][0], by_groups ? nullptr : &s.k_full[i % T::kKStages],
+                          static_cast<const Elem*>(p.k), t);
                 if (i >= T::kVStages) {
                     const int used = i - T::kVStages;
                     ptx::mbarrier_wait(&s.v_empty[used % T::kVStages], (used / T::kVStages) % 2);
                 }
                 Rows(where, paged, p.page_size, p.v_batch_stride, p.v_row_stride, hk * p.v_head_stride,
                      seq.leftpad + n0, t)
-                    .copy(s.v[i % T::kVStages][0], &s.v_full[i % T::kVStages], static_cast<const Elem*>(p.v), t);
+                    .copy(s.v[i % T::kVStages][0], by_groups ? nullptr : &s.v_full[i % T::kVStages],
+                          static_cast<const Elem*>(p.v), t);
+                if (by_groups) {
+                    // Tile i's copies one group; tile i - 1's have landed once at most one group is in flight.
+                    ptx::cp_async_commit();
+                    if (i > 0) {
+                        ptx::cp_async_wait<1>();
+                        ptx::mbarrier_arrive(&s.k_full[(i - 1) % T::kKStages]);
+                        ptx::mbarrier_arrive(&s.v_full[(i - 1) % T::kVStages]);
+                    }
+                }
+            }
+            if (by_groups && tiles > 0) {
+                ptx::cp_async_wait<0>();
+                ptx::mbarrier_arrive(&s.k_full[(tiles - 1) % T::kKStages]);
+                ptx::mbarrier_arrive(&s.v_full[(tiles - 1) % T::kVStages]);
             }
             ptx::cp_async_commit();
             ptx::cp_async_wait<0>();  // no thread leaves with its copies in flight
