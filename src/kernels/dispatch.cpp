@@ -337,10 +337,6 @@ constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
 constexpr const char* kKvcBalanceVariable = "FLASHATTN_KVC_BALANCE";
 constexpr int kKvcMaxBalanceTiles = 1024;
 
-// FLASHATTN_KVC_COPY_THREADS=1: the Hopper kernel's tiles copied by a producer warpgroup's cp.async where its launch
-// allows (KvcPlan::copy_threads; for measurement).
-constexpr const char* kKvcCopyThreadsVariable = "FLASHATTN_KVC_COPY_THREADS";
-
 // FLASHATTN_KVC_MERGE_GROUP=2: the Hopper kernel's cluster merge takes the splits two at a time (KvcPlan::merge_group)
 // rather than eight: less code at a call's end, on the general instance (kvc_lean leaves such calls to it).
 // Not the default: kvc_cluster_merge_grouped says what it cost and gained.
@@ -509,8 +505,6 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         // before this one's end).
         if (plan.pages_in_address_order) plan.balance_tiles = 0;
         if (plan.balance_tiles > 0) plan.overlap_products = false;
-        const char* copy_threads = std::getenv(kKvcCopyThreadsVariable);
-        if (copy_threads && *copy_threads) plan.copy_threads = std::clamp(std::atoi(copy_threads), 0, 3);
         return plan;
     }
     const Sm80Launchers l = sm80_launchers_or_none(p);
@@ -535,12 +529,12 @@ void print_kvc_plan(const AttnParams& p, const KvcPlan& plan, bool sm90) {
                  "flashattn kv-cache plan: %s kernel; batch %d, seqlen_q %d, nheads %d, nheads_k %d, seqlen_k %d, "
                  "page_size %d: splits %d (merge: %s), head_group %d, tiles_ahead %d, overlap_products %d, "
                  "one_producer %d, k_first %d, pages_in_address_order %d, kv_read_once %d, softmax_all_rows %d, "
-                 "balance_tiles %d, merge_group %d, copy_threads %d, workspace %zu bytes\n",
+                 "balance_tiles %d, merge_group %d, workspace %zu bytes\n",
                  sm90 ? "Hopper" : "Ampere-class", p.batch, p.seqlen_q, p.nheads, p.nheads_k, p.seqlen_k,
                  p.block_table ? p.page_size : 0, plan.num_splits, merge, plan.head_group, plan.tiles_ahead,
                  int(plan.overlap_products), int(plan.one_producer), int(plan.k_first),
                  int(plan.pages_in_address_order), int(plan.kv_read_once), int(plan.softmax_all_rows),
-                 plan.balance_tiles, plan.merge_group, plan.copy_threads, plan.workspace_bytes);
+                 plan.balance_tiles, plan.merge_group, plan.workspace_bytes);
 }
 
 void launch_kvc(const AttnParams& p, const KvcPlan& plan) {

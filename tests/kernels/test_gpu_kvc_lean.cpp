@@ -2,8 +2,7 @@
 // src/kernels/sm90/kvcache_sm90.cu): which calls take it (by the count of its launches), and that it gives the general
 // instance's bits on each of them (FLASHATTN_KVC_LEAN=0) and the CPU path's result. Its numerics by rule are
 // tests/python/test_kvcache.py's, which run on it by default and on the general instance under FLASHATTN_KVC_LEAN=0
-// (test_general_instance_on_plain_calls). Also the lean instance's tiles copied by a producer warpgroup's cp.async
-// (KvcPlan::copy_threads, FLASHATTN_KVC_COPY_THREADS=1): the copy engine's bits on each call.
+// (test_general_instance_on_plain_calls).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,14 +34,13 @@ struct LeanCase {
 };
 
 struct LeanRun {
-    bool lean, by_threads;
+    bool lean;
     HostTensor out, lse;
 };
 
 // One decode call (32 query heads on 8 kv heads, head dim 128, bf16, causal, one new key appended, ragged lengths) on
-// the GPU, with FLASHATTN_KVC_LEAN set to `lean_env` and FLASHATTN_KVC_COPY_THREADS to `copy_env`; checked against
-// the CPU path.
-LeanRun run_case(const LeanCase& c, const char* lean_env, const char* copy_env = "") {
+// the GPU, with FLASHATTN_KVC_LEAN set to `lean_env`; checked against the CPU path.
+LeanRun run_case(const LeanCase& c, const char* lean_env) {
     constexpr int64_t kBatch = 3, kHeads = 32, kHeadsK = 8, kDim = 128, kCapacity = 3000;
     const int kLengths[kBatch] = {2990, 1, 1700};
     std::mt19937_64 rng(uint64_t(c.page * 10 + c.num_splits));
@@ -87,15 +85,12 @@ LeanRun run_case(const LeanCase& c, const char* lean_env, const char* copy_env =
     // otherwise send every call to the Ampere-class kernel).
     ScopedEnv path_env("FLASHATTN_KVCACHE_PATH", ""), lean("FLASHATTN_KVC_LEAN", lean_env);
     ScopedEnv extra(c.env_name ? c.env_name : "FLASHATTN_KVC_UNUSED_SETTING", c.env_value);
-    ScopedEnv copy("FLASHATTN_KVC_COPY_THREADS", copy_env);
     const Workspace workspace = make_workspace(a);
     a.ctx = workspace.ctx;
     const int64_t before = kernels::kvc_sm90_lean_launches();
-    const int64_t before_threads = kernels::kvc_sm90_copy_thread_launches();
     kvcache_forward(a);
     cuda_sync_check("the kv-cache call");
-    LeanRun run{kernels::kvc_sm90_lean_launches() > before,
-                kernels::kvc_sm90_copy_thread_launches() > before_threads, dout.download(), dlse.download()};
+    LeanRun run{kernels::kvc_sm90_lean_launches() > before, dout.download(), dlse.download()};
 
     EXPECT_FALSE(run.out.has_poison_or_nan());
     const ErrorStats err = compare(run.out, out_cpu);
@@ -130,29 +125,6 @@ TEST_F(GpuKvcLean, CommonCallsRunTheLeanInstanceWithTheGeneralOnesBits) {
         EXPECT_TRUE(same_bits(lean.out, general.out)) << "the output differs from the general instance's";
         EXPECT_TRUE(same_bits(lean.lse, general.lse)) << "the LSE differs from the general instance's";
     }
-}
-
-TEST_F(GpuKvcLean, TilesCopiedByThreadsGiveTheCopyEnginesBits) {
-    if (!sm90a_kernels_run_here()) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0, sm_90a)";
-    // cp.async lands each tile as the copy engine lands a whole one; the products read the same values either way.
-    for (const LeanCase& c : {
-             LeanCase{"dense, one split", 0, 1, false, false, kOneKvHead, "1"},
-             LeanCase{"dense, splits merged in a cluster", 0, 5, false, false, kOneKvHead, "1"},
-             LeanCase{"dense, splits merged by the combine kernel", 0, 20, false, false, kOneKvHead, "1"},
-             LeanCase{"pages of 16, one split", 16, 1, false, false, kOneKvHead, "1"},
-             LeanCase{"pages of 16, splits merged in a cluster", 16, 8, false, false, kOneKvHead, "1"},
-             LeanCase{"pages of 48", 48, 3, false, false, kOneKvHead, "1"},
-             LeanCase{"pages of 256", 256, 1, false, false, kOneKvHead, "1"},
-         }) {
-        SCOPED_TRACE(c.what);
-        const LeanRun threads = run_case(c, "", "1"), engine = run_case(c, "");
-        EXPECT_TRUE(threads.lean && threads.by_threads);
-        EXPECT_FALSE(engine.by_threads);
-        EXPECT_TRUE(same_bits(threads.out, engine.out)) << "the output differs from the copy engine's";
-        EXPECT_TRUE(same_bits(threads.lse, engine.lse)) << "the LSE differs from the copy engine's";
-    }
-    // Not on the general instance: the option asks, the lean instance's calls take it.
-    EXPECT_FALSE(run_case(LeanCase{"softcap", 0, 1, /*softcap=*/true}, "", "1").by_threads);
 }
 
 TEST_F(GpuKvcLean, OtherCallsRunTheGeneralInstance) {

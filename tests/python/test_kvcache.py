@@ -330,25 +330,6 @@ def test_general_instance_on_plain_calls(device, seqlen_q, seqlen_new, page_size
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype,seqlen_q,seqlen_new,page_size,num_splits,options", [
-    (torch.bfloat16, 1, 1, 16, 0, {}), (torch.float16, 1, 0, 16, 7, {}), (torch.bfloat16, 4, 1, 48, 3, {}),
-    (torch.bfloat16, 1, 2, 64, 0, {"rotary_dim": 64}), (torch.float16, 2, 0, 256, 20, {}),
-    (torch.bfloat16, 1, 1, None, 0, {"use_leftpad": True}),
-    (torch.bfloat16, 4, 0, None, 5, {"permute": True, "batch_cache": 5}),
-    (torch.bfloat16, 1, 0, 16, 1, {"window_size": (100, 0)}),
-])
-def test_tiles_copied_by_threads(device, dtype, seqlen_q, seqlen_new, page_size, num_splits, options, monkeypatch):
-    # FLASHATTN_KVC_COPY_THREADS=1: the Hopper kernel's lean instance with its tiles copied by a producer warpgroup's
-    # cp.async instead of the copy engine (head dim 128). Lengths end inside pages and tiles, and the caches are NaN
-    # past them: a row past a sequence copied as anything but zeros, or a tile read before its copies landed, shows.
-    monkeypatch.setenv("FLASHATTN_KVC_COPY_THREADS", "1")
-    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "1")
-    check(device, dtype, batch=3, seqlen_q=seqlen_q, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=1500,
-          seqlen_new=seqlen_new, lengths=[1490, 0, 333], page_size=page_size, num_splits=num_splits, causal=True,
-          nan_past_lengths=True, **options)
-
-
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("page_size", [None, 16])
 def test_split_count_fitted_to_the_clusters(device, page_size, monkeypatch, capfd):
     # Where the heuristic's split count makes more clusters than the GPU holds at once (batch 4 x 8 kv heads from

@@ -68,17 +68,6 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
 #endif
 }
 
-// One arrival on `bar` once every cp.async this thread has issued so far has landed (the barrier's count includes
-// it: .noinc).
-__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t* bar) {
-#if FLASHATTN_SM90
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-#else
-    (void)bar;
-    __trap();
-#endif
-}
-
 // Wait until the phase with parity `phase` (0 or 1) has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t phase) {
 #if FLASHATTN_SM90

@@ -62,11 +62,6 @@ struct KvcPlan {
     // The Hopper kernel's cluster merge taking the splits merge_group (2) at a time rather than 8
     // (FLASHATTN_KVC_MERGE_GROUP=2; 0: 8). Less code at the call's end (kvc_cluster_merge_grouped).
     int merge_group = 0;
-    // The Hopper kernel's tiles copied by a producer warpgroup issuing 16-byte cp.async (kvcache_sm90.cu,
-    // kvc_copy_threads; FLASHATTN_KVC_COPY_THREADS=1, for measurement) instead of the copy engine; 2 (a diagnostic,
-    // FLASHATTN_KVC_COPY_THREADS=2): without the consumers' proxy fence before the products read each tile; 3 (a
-    // diagnostic): each thread's arrival a plain one once its tile's cp.async group has landed.
-    int copy_threads = 0;
     float* o_accum = nullptr;      // split, not in a cluster: partial outputs (num_splits, batch, nheads, seqlen_q,
                                    // head_dim_v)
     float* lse_accum = nullptr;    // ... and their LSEs (num_splits, batch, nheads, seqlen_q)

@@ -30,7 +30,7 @@ constexpr int64_t kTmaStrideElems = 8;  // the copy engine's strides are multipl
 constexpr uintptr_t kTmaBaseAlign = 16;
 
 std::atomic<int64_t> g_launches{0}, g_cluster_launches{0}, g_ordered_launches{0}, g_v_fold_launches{0},
-    g_k_fold_launches{0}, g_lean_launches{0}, g_copy_thread_launches{0};
+    g_k_fold_launches{0}, g_lean_launches{0};
 
 // Packed query rows a kv head: query rows x the query heads that share it (the head-group and many-waves rules').
 int64_t kv_rows_of(const AttnParams& p) { return kvc_kv_rows(p.seqlen_q, p.nheads, p.nheads_k); }
@@ -65,12 +65,6 @@ bool addressable(const void* base, const CacheGeometry& g) {
 // stages, and four stages of each at one block an SM: bench/NOTES.md, "kv-cache: tile shapes and the split rule".
 template <ElemType kElem, int kHeadDim>
 using Traits = KvcSm90Traits<ElemOf<kElem>, kHeadDim, 64, 2, 2, 2>;
-
-// KvcPlan::copy_threads' instance: T's tiles and stages, a producer warpgroup of 128 threads copying by cp.async, one
-// block an SM (256 threads, the consumers' registers as T's).
-constexpr int kKvcCopyThreads = 128;
-template <class T>
-using CopyTraits = KvcSm90Traits<typename T::Elem, T::kHeadDim, T::kBlockN, T::kKStages, T::kVStages, 1, kKvcCopyThreads>;
 
 template <class T, bool kLean = false>
 auto prepared_kernel() {
@@ -217,24 +211,13 @@ bool kvc_lean(const AttnParams& p, const KvcPlan& plan) {
            !plan.merge_by_last && plan.merge_group != 2 && !(p.softcap > 0.f) && p.alibi_slopes == nullptr;
 }
 
-// The calls KvcPlan::copy_threads may take: the lean instance's, at head dim 128 (the instance compiled; its copies
-// take whole rows of it), with clusters of at most 8 (its blocks take an SM each; the planner counted T's).
-template <class T>
-bool kvc_copy_threads(const AttnParams& p, const KvcPlan& plan, bool lean) {
-    return plan.copy_threads > 0 && lean && T::kHeadDim == kLargeBucket && p.head_dim == T::kHeadDim &&
-           p.head_dim_v == T::kHeadDim && !(plan.merge_in_cluster && plan.num_splits > kKvcPortableCluster);
-}
-
 template <class T>
 void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto stream = static_cast<cudaStream_t>(p.stream);
     require_kvc_grid_rows(p);
     // Everything that can fail before the append writes the cache: nothing is written on error.
     const bool lean = kvc_lean(p, plan);
-    const bool by_threads = kvc_copy_threads<T>(p, plan, lean);
-    auto kernel = lean ? prepared_kernel<T, true>() : prepared_kernel<T>();
-    if constexpr (T::kHeadDim == kLargeBucket)
-        if (by_threads) kernel = prepared_kernel<CopyTraits<T>, true>();
+    const auto kernel = lean ? prepared_kernel<T, true>() : prepared_kernel<T>();
     // A box: a 16- or 8-row piece of the block's kv heads (several a block), a page piece of one (paged), or a whole
     // tile.
     const auto box_rows =
@@ -245,7 +228,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     KvcPlan run = plan;
     if (run.merge_by_last) run.merge_epoch = next_merge_epoch();
     if (run.balance_tiles > 0) run.claim_epoch = next_merge_epoch();  // (kvc_plan_for turned overlap_products off)
-    run.k_fold = !by_threads && kvc_k_fold<T>(p, plan);  // (cp.async lands whole tiles: no folded layouts)
+    run.k_fold = kvc_k_fold<T>(p, plan);
     CUtensorMap map_k;
     if (run.k_fold) {
         // (64 columns, 8 rows, 2 * kv head + half, 8-row group, page): a piece is box_rows / 8 groups of both halves.
@@ -259,7 +242,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     } else {
         map_k = make_tensor_map_4d_sw128(p.k, p.dtype, gk.dims, gk.strides, T::kBoxCols, box_rows, box_heads);
     }
-    run.v_fold_rows = by_threads ? 0 : kvc_v_fold_rows<T>(p, plan, box_rows);
+    run.v_fold_rows = kvc_v_fold_rows<T>(p, plan, box_rows);
     CUtensorMap map_v;
     if (run.v_fold_rows > 0) {
         // V's halves as a dimension of their own, 64 elements apart, folded with the kv heads (2 * head + half).
@@ -272,10 +255,6 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     launch_kvc_steps<typename T::Elem>(p, run, stream, T::kBlockM, [&](dim3 grid) {
         KvcLaunchConfig<T> launch(grid, p.block_table != nullptr && !plan.one_producer,
                                   plan.merge_in_cluster ? plan.num_splits : 1, stream);
-        if (by_threads) {
-            launch.config.blockDim = dim3(CopyTraits<T>::kThreads);
-            launch.config.dynamicSmemBytes = kvc_sm90_smem_bytes<CopyTraits<T>>();
-        }
         check_cuda(cudaLaunchKernelEx(&launch.config, kernel, map_k, map_v, p, run),
                    "Hopper kv-cache attention kernel launch");
         g_launches.fetch_add(1, std::memory_order_relaxed);
@@ -284,7 +263,6 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
         if (run.v_fold_rows > 0) g_v_fold_launches.fetch_add(1, std::memory_order_relaxed);
         if (run.k_fold) g_k_fold_launches.fetch_add(1, std::memory_order_relaxed);
         if (lean) g_lean_launches.fetch_add(1, std::memory_order_relaxed);
-        if (by_threads) g_copy_thread_launches.fetch_add(1, std::memory_order_relaxed);
     });
 }
 
@@ -397,7 +375,6 @@ int64_t kvc_sm90_ordered_launches() { return g_ordered_launches.load(std::memory
 int64_t kvc_sm90_v_fold_launches() { return g_v_fold_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_k_fold_launches() { return g_k_fold_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_lean_launches() { return g_lean_launches.load(std::memory_order_relaxed); }
-int64_t kvc_sm90_copy_thread_launches() { return g_copy_thread_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn::kernels
 

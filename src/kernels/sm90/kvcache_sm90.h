@@ -54,7 +54,5 @@ int64_t kvc_sm90_v_fold_launches();
 int64_t kvc_sm90_k_fold_launches();
 // Of those, the launches of the lean instance (the common decode call's; kvc_lean in kvcache_sm90.cu).
 int64_t kvc_sm90_lean_launches();
-// Of those, the launches whose tiles a producer warpgroup copied by cp.async (KvcPlan::copy_threads).
-int64_t kvc_sm90_copy_thread_launches();
 
 }  // namespace flashattn::kernels

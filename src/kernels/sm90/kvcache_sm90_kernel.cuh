@@ -51,16 +51,12 @@
 
 namespace flashattn::kernels {
 
-// kBlockN keys a tile, kKStages / kVStages stages of K / V tiles, kMinBlocks resident blocks an SM (the register cap);
-// kCopyThreads > 0: a producer warpgroup of that many threads copies the tiles by cp.async (KvcPlan::copy_threads)
-// instead of the copy engine.
-template <typename Elem_, int kHeadDim_, int kBlockN_, int kKStages_, int kVStages_, int kMinBlocks_,
-          int kCopyThreads_ = 0>
+// kBlockN keys a tile, kKStages / kVStages stages of K / V tiles, kMinBlocks resident blocks an SM (the register cap).
+template <typename Elem_, int kHeadDim_, int kBlockN_, int kKStages_, int kVStages_, int kMinBlocks_>
 struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, kBlockN_> {
     using Base = Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, kBlockN_>;
     static constexpr int kKStages = kKStages_, kVStages = kVStages_;
     static constexpr int kConsumerThreads = 128;
-    static constexpr int kCopyThreads = kCopyThreads_;
     // Paged caches: two producer warps, kProducerWarp issuing the K copies and the next one the V copies. A paged
     // tile is up to 4 page pieces x 2 boxes a tensor, each copy its own instruction with its coordinates moved to
     // uniform registers one lane at a time, and one warp issuing K and V both could not keep up with one block an
@@ -68,8 +64,7 @@ struct KvcSm90Traits : Sm90FwdTraits<Elem_, kHeadDim_, 1, Sm90Schedule::serial, 
     // is 2 copies a tensor), and paged ones whose blocks' tiles all fit the rings (KvcPlan::one_producer): one
     // producer warp issuing both, the block launched with kThreadsDense threads.
     static constexpr int kProducerWarp = kConsumerThreads / 32;
-    static constexpr int kThreads = kConsumerThreads + (kCopyThreads > 0 ? kCopyThreads : 64);
-    static constexpr int kThreadsDense = kCopyThreads > 0 ? kThreads : kConsumerThreads + 32;
+    static constexpr int kThreads = kConsumerThreads + 64, kThreadsDense = kConsumerThreads + 32;
     static constexpr int kMinBlocks = kMinBlocks_;
     static constexpr int kPartialStride = Base::kBoxesV * Base::kBoxCols;  // floats a partial row (a cluster's merge)
     static constexpr int kPiecesMax = Base::kBlockN / kPageBoxRows;
@@ -151,55 +146,6 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     if (lane < pieces)
         for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems + lane * piece_elems, bx, row);
 }
-
-// KvcPlan::copy_threads: a tile's K or V rows of one kv head copied by the producer warpgroup, 16 bytes a thread a
-// copy (thread t: chunk t % 16 of rows t / 16 + 8 j at head dim 128), into the stage's 128-byte-swizzled 64-column
-// boxes as the copy engine lands a whole tile (chunk c of row r at c ^ (r % 8)); rows past the sequence are zeros.
-// Each thread arrives on `full` once its copies have landed (the barrier counts kCopyThreads arrivals).
-template <class T, typename Elem>
-struct KvcCopyRows {
-    static constexpr int kChunksPerBoxRow = T::kRowBytes / 16, kChunksPerRow = T::kBoxes * kChunksPerBoxRow;
-    static constexpr int kRowsPerPass = T::kCopyThreads / kChunksPerRow, kPasses = T::kBlockN / kRowsPerPass;
-    static_assert(T::kCopyThreads % kChunksPerRow == 0 && T::kBlockN % kRowsPerPass == 0 && T::kBoxes == T::kBoxesV);
-    int64_t src[kPasses];  // elements from the cache's start to the pass's row of this kv head (-1: past the sequence)
-
-    // Each pass's cache entry (a paged cache's block, from the table; -1 past the sequence) for the tile at cache
-    // position pos0 (keys of its rows in the sequence): loaded a tile ahead of its use, so that the table's latency
-    // is not on the copies' path.
-    __device__ __forceinline__ static void entries(int (&where)[kPasses], const int32_t* table_row, int page_size,
-                                                   int entry, int pos0, int keys, int t) {
-        const int r0 = t / kChunksPerRow;
-#pragma unroll
-        for (int pass = 0; pass < kPasses; ++pass) {
-            const int r = r0 + pass * kRowsPerPass;
-            where[pass] = r >= keys ? -1 : table_row ? table_row[(pos0 + r) / page_size] : entry;
-        }
-    }
-    __device__ __forceinline__ KvcCopyRows(const int (&where)[kPasses], bool paged, int page_size,
-                                           int64_t entry_stride, int64_t row_stride, int64_t head_offset, int pos0,
-                                           int t) {
-        const int r0 = t / kChunksPerRow;
-#pragma unroll
-        for (int pass = 0; pass < kPasses; ++pass) {
-            const int pos = pos0 + r0 + pass * kRowsPerPass, row = paged ? pos % page_size : pos;
-            src[pass] = where[pass] < 0 ? -1 : int64_t(where[pass]) * entry_stride + int64_t(row) * row_stride + head_offset;
-        }
-    }
-    // `full` null: no arrival (the caller arrives once the copies have landed, KvcPlan::copy_threads 3).
-    __device__ __forceinline__ void copy(Elem* stage, uint64_t* full, const Elem* cache, int t) const {
-        const int chunk = t % kChunksPerRow, bx = chunk / kChunksPerBoxRow, c = chunk % kChunksPerBoxRow;
-        const int r0 = t / kChunksPerRow;
-        const uint32_t base = ptx::smem_addr(stage + bx * T::kKvBoxElems);
-#pragma unroll
-        for (int pass = 0; pass < kPasses; ++pass) {
-            const int r = r0 + pass * kRowsPerPass;
-            const bool live = src[pass] >= 0;
-            ptx::cp_async_16(base + r * T::kRowBytes + ((c ^ (r % 8)) * 16), cache + (live ? src[pass] : 0) + chunk * 8,
-                             live);
-        }
-        if (full) ptx::cp_async_mbarrier_arrive_noinc(full);
-    }
-};
 
 // Balanced splits (KvcPlan::balance_tiles): a unit's chunks of tiles handed out in order by one 64-bit counter in
 // the workspace, the launch's tag (KvcPlan::claim_epoch) in its high half and the chunks handed out so far in its low
@@ -472,14 +418,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
 
     if (tid == 0) {
         kvc_mark(kKvStart);
-        // Full barriers: one arrival (with the copy engine's bytes), or each copying thread's (KvcPlan::copy_threads).
-        constexpr int kFullArrivals = T::kCopyThreads > 0 ? T::kCopyThreads : 1;
         for (int st = 0; st < T::kKStages; ++st) {
-            ptx::mbarrier_init(&s.k_full[st], kFullArrivals);
+            ptx::mbarrier_init(&s.k_full[st], 1);
             ptx::mbarrier_init(&s.k_empty[st], T::kConsumerThreads / 32);
         }
         for (int st = 0; st < T::kVStages; ++st) {
-            ptx::mbarrier_init(&s.v_full[st], kFullArrivals);
+            ptx::mbarrier_init(&s.v_full[st], 1);
             ptx::mbarrier_init(&s.v_empty[st], T::kConsumerThreads / 32);
         }
         if (balanced) {
@@ -496,74 +440,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
 
     // ---- producer warps: K's and V's (one warp, both, on dense caches) ------------------------------------------
     if (warp >= T::kProducerWarp) {
-        // The cluster merge's two barriers, passed by the producers before leaving; they publish nothing through them,
-        // so their arrivals are relaxed.
-        auto leave_cluster = [&] {
-            if (!in_cluster) return;
-            __syncwarp();
-            ptx::cluster_arrive_relaxed();
-            ptx::cluster_wait();
-            ptx::cluster_arrive_relaxed();
-            ptx::cluster_wait();
-        };
-        if constexpr (T::kCopyThreads > 0) {
-            // KvcPlan::copy_threads: every producer thread copies its chunks of each K and V tile (KvcCopyRows), a tile
-            // once the consumers have given its stage back. K's and V's rows are the same positions of the cache.
-            using Rows = KvcCopyRows<T, Elem>;
-            const int t = tid - T::kConsumerThreads;
-            const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
-            const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
-            // KvcPlan::copy_threads 3 (a diagnostic): each tile's copies a cp.async group, and each thread's arrival a
-            // plain one once its group has landed (waited for a tile later), not cp.async's own arrival.
-            const bool by_groups = plan.copy_threads == 3;
-            int where[Rows::kPasses], where_next[Rows::kPasses];
-            if (tiles > 0)
-                Rows::entries(where_next, table_row, p.page_size, entry, seq.leftpad + tile_begin * keys_per_tile,
-                              seq.seqlen_k - tile_begin * keys_per_tile, t);
-            for (int i = 0; i < tiles; ++i) {
-                const int n0 = (tile_begin + i) * keys_per_tile;
-#pragma unroll
-                for (int pass = 0; pass < Rows::kPasses; ++pass) where[pass] = where_next[pass];
-                if (i + 1 < tiles)
-                    Rows::entries(where_next, table_row, p.page_size, entry, seq.leftpad + n0 + keys_per_tile,
-                                  seq.seqlen_k - n0 - keys_per_tile, t);
-                if (i >= T::kKStages) {
-                    const int used = i - T::kKStages;
-                    ptx::mbarrier_wait(&s.k_empty[used % T::kKStages], (used / T::kKStages) % 2);
-                }
-                const bool paged = table_row != nullptr;
-                Rows(where, paged, p.page_size, p.k_batch_stride, p.k_row_stride, hk * p.k_head_stride,
-                     seq.leftpad + n0, t)
-                    .copy(s.k[i % T::kKStages][0], by_groups ? nullptr : &s.k_full[i % T::kKStages],
-                          static_cast<const Elem*>(p.k), t);
-                if (i >= T::kVStages) {
-                    const int used = i - T::kVStages;
-                    ptx::mbarrier_wait(&s.v_empty[used % T::kVStages], (used / T::kVStages) % 2);
-                }
-                Rows(where, paged, p.page_size, p.v_batch_stride, p.v_row_stride, hk * p.v_head_stride,
-                     seq.leftpad + n0, t)
-                    .copy(s.v[i % T::kVStages][0], by_groups ? nullptr : &s.v_full[i % T::kVStages],
-                          static_cast<const Elem*>(p.v), t);
-                if (by_groups) {
-                    // Tile i's copies one group; tile i - 1's have landed once at most one group is in flight.
-                    ptx::cp_async_commit();
-                    if (i > 0) {
-                        ptx::cp_async_wait<1>();
-                        ptx::mbarrier_arrive(&s.k_full[(i - 1) % T::kKStages]);
-                        ptx::mbarrier_arrive(&s.v_full[(i - 1) % T::kVStages]);
-                    }
-                }
-            }
-            if (by_groups && tiles > 0) {
-                ptx::cp_async_wait<0>();
-                ptx::mbarrier_arrive(&s.k_full[(tiles - 1) % T::kKStages]);
-                ptx::mbarrier_arrive(&s.v_full[(tiles - 1) % T::kVStages]);
-            }
-            ptx::cp_async_commit();
-            ptx::cp_async_wait<0>();  // no thread leaves with its copies in flight
-            leave_cluster();
-            return;
-        }
         const bool issue_k = warp == T::kProducerWarp, issue_v = !issue_k || blockDim.x == T::kThreadsDense;
         const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
         const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
@@ -798,7 +674,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             produce(std::true_type{});
         else
             produce(std::false_type{});
-        leave_cluster();
+        // The consumers' two cluster barriers (the merge's), passed before leaving; the producers publish nothing
+        // through them, so their arrivals are relaxed.
+        if (in_cluster) {
+            __syncwarp();
+            ptx::cluster_arrive_relaxed();
+            ptx::cluster_wait();
+            ptx::cluster_arrive_relaxed();
+            ptx::cluster_wait();
+        }
         return;
     }
 
@@ -888,16 +772,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // With KvcPlan::overlap_products, tile i + 1's S product is issued right after tile i's P V, and the two complete
     // in order: P V's wait (and V's stage released), then S's (and K's); tile i + 1 then starts at its softmax.
     const bool overlap = plan.overlap_products;
-    // KvcPlan::copy_threads 2 (a diagnostic): no proxy fence between the cp.async copies and the products.
-    const bool copy_fence = plan.copy_threads != 2;
     float acc_s[T::kMTiles][T::kNTiles][4];
     auto& s_flat = reinterpret_cast<float(&)[T::kNTiles * 4]>(acc_s[0][0][0]);
     // Tile j's S product: issued once its K has landed; done once it has completed (no wgmma of this warpgroup
     // issued after it still outstanding), when S is in registers and K's stage goes back to the producer.
     auto issue_s = [&](int j) {
         ptx::mbarrier_wait(&s.k_full[j % T::kKStages], (j / T::kKStages) % 2);
-        if constexpr (T::kCopyThreads > 0)
-            if (copy_fence) ptx::fence_proxy_async_shared();  // cp.async's stores, read by wgmma
         if (marks && j == 0) kvc_mark(kKvFirstK);
         if (marks && j == tiles - 1) kvc_mark(kKvLastK);
         if (marks) kvc_progress(j, tiles);
@@ -957,8 +837,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             }
 
             ptx::mbarrier_wait(&s.v_full[vs], (i / T::kVStages) % 2);
-            if constexpr (T::kCopyThreads > 0)
-                if (copy_fence) ptx::fence_proxy_async_shared();
             if (marks && i == tiles - 1) kvc_mark(kKvLastV);
             // V rows past the sequence hold another sequence's (or never written) values, or were not copied at all: P
             // is 0 there, but 0 x NaN is NaN, so they are zeroed before the product reads them.
