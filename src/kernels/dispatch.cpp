@@ -331,9 +331,13 @@ constexpr const char* kKvcFitClusterVariable = "FLASHATTN_KVC_FIT_CLUSTER";
 // merge").
 constexpr const char* kKvcLastMergeVariable = "FLASHATTN_KVC_LAST_MERGE";
 
-// FLASHATTN_KVC_BALANCE=n: the Hopper kernel's splits take their unit's tiles n (at most kKvcMaxBalanceTiles) at a
-// time from a counter the unit's blocks share (KvcPlan::balance_tiles) on any split call but those reading their pages
-// in address order, =0 a fixed share each everywhere, whatever kvc_balance_tiles says (for comparison).
+// Balanced splits are asked for, never taken by default: which split reads which tiles then changes from call to
+// call, and with it the order in which the splits' partial results are summed, so two calls on the same inputs differ
+// in the output's last bits (a decode step run twice would not be sure to pick the same tokens); with a fixed share
+// each, a call's result is the same to the bit every time. FLASHATTN_KVC_BALANCE=rule takes them where
+// kvc_balance_tiles says (on an H200, 2.2-3.6 us of ~258 faster at 4 x 8 and 1 x 32 kv heads x 64k page 16);
+// =n: the splits take their unit's tiles n (at most kKvcMaxBalanceTiles) at a time from a counter the unit's blocks
+// share (KvcPlan::balance_tiles) on any split call but those reading their pages in address order (measurements).
 constexpr const char* kKvcBalanceVariable = "FLASHATTN_KVC_BALANCE";
 constexpr int kKvcMaxBalanceTiles = 1024;
 
@@ -411,12 +415,14 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
     const char* last_merge = std::getenv(kKvcLastMergeVariable);
     plan.merge_by_last = cluster_capacity && plan.num_splits > 1 && !plan.merge_in_cluster && last_merge &&
                          std::strcmp(last_merge, "1") == 0;
-    if (cluster_capacity && fast_memory && tiles_in_flight > 0)
-        plan.balance_tiles = kvc_balance_tiles(small_pieces, plan.tiles_ahead, plan.num_splits,
-                                               plan.merge_in_cluster, grid_blocks, slots);
     const char* balance = std::getenv(kKvcBalanceVariable);
-    if (cluster_capacity && plan.num_splits > 1 && balance && *balance)
+    if (balance && std::strcmp(balance, "rule") == 0) {
+        if (cluster_capacity && fast_memory && tiles_in_flight > 0)
+            plan.balance_tiles = kvc_balance_tiles(small_pieces, plan.tiles_ahead, plan.num_splits,
+                                                   plan.merge_in_cluster, grid_blocks, slots);
+    } else if (cluster_capacity && plan.num_splits > 1 && balance && *balance) {
         plan.balance_tiles = std::clamp(std::atoi(balance), 0, kKvcMaxBalanceTiles);
+    }
 
     const size_t q_rot_bytes =
         p.rotary_dim > 0 ? align_up(2 * size_t(p.batch) * p.seqlen_q * p.nheads * p.head_dim) : 0;

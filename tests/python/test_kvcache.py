@@ -517,6 +517,15 @@ def test_splits_balanced(device, num_splits, chunk, cluster, page_size, seqlen_q
         assert f"balance_tiles {chunk}," in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_splits_balanced_by_rule(device, monkeypatch):
+    # FLASHATTN_KVC_BALANCE=rule: balanced splits where kvc_balance_tiles says (on an H200, this grid's ten splits
+    # merged by the combine kernel on pages of 16; a fixed share each elsewhere).
+    monkeypatch.setenv("FLASHATTN_KVC_BALANCE", "rule")
+    check(device, torch.bfloat16, batch=3, seqlen_q=1, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=3008,
+          seqlen_new=1, lengths=[2990, 17, 1700], page_size=16, causal=True)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the balanced splits are the GPU kernel's")
 @pytest.mark.parametrize("fill", ["ff", "random", 0])
 def test_balanced_splits_from_any_workspace_and_replayed(fill, monkeypatch, capfd):
@@ -666,6 +675,33 @@ def test_l2_policy_gives_the_same_bits(monkeypatch):
                                                return_softmax_lse=True))
     (out0, lse0), (out1, lse1) = results
     assert torch.equal(out0, out1) and torch.equal(lse0, lse1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the splits' plan is the GPU kernels'")
+@pytest.mark.parametrize("batch,page_size,seqlen_cache,seqlen_q", [
+    (3, 16, 3000, 1), (3, 16, 3000, 4), (3, 64, 3000, 1), (3, None, 3000, 1), (1, 16, 16384, 1)])
+def test_repeated_calls_give_the_same_bits(batch, page_size, seqlen_cache, seqlen_q, monkeypatch):
+    # The same call on the same inputs gives the same bits every time, with the rule's splits: each split reads a
+    # fixed share of its sequence, and their partial results are summed in one order. Splits that take their tiles
+    # from a counter they share (FLASHATTN_KVC_BALANCE, asked for only) read other tiles from call to call; the H200's
+    # rule once took them on the first case here (ten splits merged by the combine kernel), and every call's bits
+    # differed from the one before.
+    monkeypatch.delenv("FLASHATTN_KVC_BALANCE", raising=False)
+    randn = cuda_randn(5)
+    q = randn(batch, seqlen_q, 32, 128)
+    table = None
+    if page_size:
+        pages = seqlen_cache // page_size
+        k_cache, v_cache = randn(batch * pages + 3, page_size, 8, 128), randn(batch * pages + 3, page_size, 8, 128)
+        table = torch.randperm(batch * pages + 3, generator=randn.generator)[: batch * pages].view(batch, -1)
+        table = table.to("cuda", torch.int32)
+    else:
+        k_cache, v_cache = randn(batch, seqlen_cache, 8, 128), randn(batch, seqlen_cache, 8, 128)
+    lengths = torch.tensor([seqlen_cache - 10 * b - 3 for b in range(batch)], dtype=torch.int32, device="cuda")
+    results = [flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=table, causal=True,
+                                       return_softmax_lse=True) for _ in range(4)]
+    for out, lse in results[1:]:
+        assert torch.equal(out, results[0][0]) and torch.equal(lse, results[0][1])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the plan is the GPU kernels'")

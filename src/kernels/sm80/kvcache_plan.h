@@ -52,7 +52,7 @@ struct KvcPlan {
     uint32_t merge_epoch = 0;
     uint32_t* merge_flags = nullptr;  // (row blocks x kv-head groups of the grid, num_splits)
     // The Hopper kernel's splits taking their unit's key tiles from a counter, balance_tiles tiles a claim, rather
-    // than a fixed share each (kvc_balance_tiles, FLASHATTN_KVC_BALANCE; kvc_claim_take in
+    // than a fixed share each (asked for only: FLASHATTN_KVC_BALANCE, kvc_balance_tiles; kvc_claim_take in
     // sm90/kvcache_sm90_kernel.cuh): the blocks of SMs the memory system serves faster then read more of their unit.
     // 0: a fixed share. The counters, one 64-bit word a unit in the workspace, hold the launch's claim_epoch (never 0)
     // in their high half.
@@ -487,7 +487,8 @@ FLASHATTN_HD constexpr int kvc_fast_memory_tiles_ahead(int ahead, bool paged, in
     return paged && tiles_per_block >= kKvcFullRingMinTiles && units_fit ? 0 : ahead;
 }
 
-// Balanced splits (KvcPlan::balance_tiles) where they pay: one-wave grids (at most `slots` blocks, so a unit's splits
+// Balanced splits (KvcPlan::balance_tiles) where they pay, when asked for (FLASHATTN_KVC_BALANCE=rule: not by default,
+// since they make a call's last bits vary from call to call; kernels/dispatch.cpp): one-wave grids (at most `slots` blocks, so a unit's splits
 // run together) keeping the whole ring (tiles_ahead 0) on paged caches of 16-row pieces (small_pieces), whose
 // kKvcBalanceMinSplits to kKvcClusterMax splits a unit merge in the combine kernel; kKvcBalanceTiles tiles a claim.
 // Why: on an H200 the whole ring reads faster on some groups of SMs than on others on paged grids (bench/NOTES.md,

@@ -27,8 +27,8 @@
 // are usually one thread block cluster and merge there (kvc_cluster_merge below); otherwise each block writes its
 // normalised partial O and LSE in fp32 to the workspace and sm80/kvcache_combine.cuh merges them, as for the
 // Ampere-class kernel, or (KvcPlan::merge_by_last, for measurement) the unit's last block to finish does
-// (kvc_all_arrived, kvc_last_merge below). Where the plan balances the splits (KvcPlan::balance_tiles, on the paged
-// grids whose groups of SMs read at different rates), a unit's splits take its tiles a chunk at a time from a counter
+// (kvc_all_arrived, kvc_last_merge below). Where the plan balances the splits (KvcPlan::balance_tiles, asked for on
+// the paged grids whose groups of SMs read at different rates), a unit's splits take its tiles a chunk at a time from a counter
 // they share (kvc_claim_take) rather than a fixed share each. The common decode call (one kv head a block, no softcap
 // or ALiBi, pages in table order, fixed splits) runs a lean instance compiled without the other paths (kLean below).
 #pragma once
