@@ -487,10 +487,11 @@ FLASHATTN_HD constexpr int kvc_fast_memory_tiles_ahead(int ahead, bool paged, in
     return paged && tiles_per_block >= kKvcFullRingMinTiles && units_fit ? 0 : ahead;
 }
 
-// Balanced splits (KvcPlan::balance_tiles) where they pay, when asked for (FLASHATTN_KVC_BALANCE=rule: not by default,
-// since they make a call's last bits vary from call to call; kernels/dispatch.cpp): one-wave grids (at most `slots` blocks, so a unit's splits
-// run together) keeping the whole ring (tiles_ahead 0) on paged caches of 16-row pieces (small_pieces), whose
-// kKvcBalanceMinSplits to kKvcClusterMax splits a unit merge in the combine kernel; kKvcBalanceTiles tiles a claim.
+// Balanced splits (KvcPlan::balance_tiles) where they pay, when asked for (FLASHATTN_KVC_BALANCE=rule: not by
+// default, since they make a call's last bits vary from call to call; kernels/dispatch.cpp): one-wave grids (at most
+// `slots` blocks, so a unit's splits run together) keeping the whole ring (tiles_ahead 0) on paged caches of 16-row
+// pieces (small_pieces), whose kKvcBalanceMinSplits to kKvcClusterMax splits a unit merge in the combine kernel;
+// kKvcBalanceTiles tiles a claim.
 // Why: on an H200 the whole ring reads faster on some groups of SMs than on others on paged grids (bench/NOTES.md,
 // "kv-cache: the SM groups of the paged grids"): at 4 x 8 and 1 x 32 kv heads x 64k page 16 (eight splits, 256
 // blocks) the last blocks ended 12-19 us after the mean, the grid's rate falling over that tail. Measured

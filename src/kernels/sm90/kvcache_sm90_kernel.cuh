@@ -28,9 +28,10 @@
 // normalised partial O and LSE in fp32 to the workspace and sm80/kvcache_combine.cuh merges them, as for the
 // Ampere-class kernel, or (KvcPlan::merge_by_last, for measurement) the unit's last block to finish does
 // (kvc_all_arrived, kvc_last_merge below). Where the plan balances the splits (KvcPlan::balance_tiles, asked for on
-// the paged grids whose groups of SMs read at different rates), a unit's splits take its tiles a chunk at a time from a counter
-// they share (kvc_claim_take) rather than a fixed share each. The common decode call (one kv head a block, no softcap
-// or ALiBi, pages in table order, fixed splits) runs a lean instance compiled without the other paths (kLean below).
+// the paged grids whose groups of SMs read at different rates), a unit's splits take its tiles a chunk at a time from
+// a counter they share (kvc_claim_take) rather than a fixed share each. The common decode call (one kv head a block,
+// no softcap or ALiBi, pages in table order, fixed splits) runs a lean instance compiled without the other paths
+// (kLean below).
 #pragma once
 
 #include <cuda.h>
@@ -958,7 +959,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         ptx::cluster_arrive_shared();  // every split's partial rows written (to its own shared memory)
         ptx::cluster_wait();
         if (marks) kvc_mark(kKvMerging);
-        // (The lean instance compiles the groups of 8 alone: kvc_lean leaves KvcPlan::merge_group 2 to the general one.)
+        // (The lean instance compiles the groups of 8 alone: kvc_lean leaves KvcPlan::merge_group 2 to the general
+        // one.)
         kvc_cluster_merge<T, Elem>(p, blk, plan.num_splits, ptx::smem_addr(part_o), ptx::smem_addr(part_lse), tid,
                                    kLean ? 0 : plan.merge_group);
         // ... and read: no block's shared memory goes while another may still read it. The merge's reads have
