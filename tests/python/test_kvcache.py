@@ -62,6 +62,12 @@ def cuda_randn(seed):
     return randn
 
 
+def random_block_table(num_blocks, batch, pages_per_seq, gen):
+    """A block table (batch, pages_per_seq) of int32 on the CPU: distinct blocks of a pool of num_blocks in random
+    order (a permutation drawn from `gen`, cut to the table's size)."""
+    return torch.randperm(num_blocks, generator=gen)[: batch * pages_per_seq].view(batch, -1).to(torch.int32)
+
+
 def same_values(a, b):
     """torch.equal, with NaN equal to NaN (caches whose unread rows are NaN). The same bits are the same values (one
     pass, no temporaries: these caches reach gigabytes); else element by element, where 0.0 equals -0.0."""
@@ -150,8 +156,7 @@ def check(device, dtype, *, batch=3, seqlen_q=1, nheads=8, nheads_k=2, head_dim=
         num_blocks = batch * pages_per_seq + 2
         k_cache, v_cache = cache_of(num_blocks, page_size, nheads_k, head_dim), cache_of(num_blocks, page_size,
                                                                                        nheads_k, head_dim)
-        block_table = torch.randperm(num_blocks, generator=gen)[: batch * pages_per_seq].view(batch, -1).to(
-            torch.int32)
+        block_table = random_block_table(num_blocks, batch, pages_per_seq, gen)
     else:
         entries = batch_cache or batch
         k_cache, v_cache = cache_of(entries, seqlen_cache, nheads_k, head_dim), cache_of(entries, seqlen_cache,
@@ -638,7 +643,7 @@ def test_k_halves_folded_give_the_same_bits(page_size, monkeypatch):
     randn = cuda_randn(11)
     pages = 3 * 1024 // page_size
     q, k_cache, v_cache = randn(3, 1, 32, 128), randn(pages, page_size, 8, 128), randn(pages, page_size, 8, 128)
-    table = torch.randperm(pages, generator=randn.generator).view(3, -1).to("cuda", torch.int32)
+    table = random_block_table(pages, 3, pages // 3, randn.generator).cuda()
     lengths = torch.tensor([1024, 517, 3], dtype=torch.int32, device="cuda")
     monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "1")
     results = []
@@ -693,8 +698,7 @@ def test_repeated_calls_give_the_same_bits(batch, page_size, seqlen_cache, seqle
     if page_size:
         pages = seqlen_cache // page_size
         k_cache, v_cache = randn(batch * pages + 3, page_size, 8, 128), randn(batch * pages + 3, page_size, 8, 128)
-        table = torch.randperm(batch * pages + 3, generator=randn.generator)[: batch * pages].view(batch, -1)
-        table = table.to("cuda", torch.int32)
+        table = random_block_table(batch * pages + 3, batch, pages, randn.generator).cuda()
     else:
         k_cache, v_cache = randn(batch, seqlen_cache, 8, 128), randn(batch, seqlen_cache, 8, 128)
     lengths = torch.tensor([seqlen_cache - 10 * b - 3 for b in range(batch)], dtype=torch.int32, device="cuda")
