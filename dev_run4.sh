@@ -13,7 +13,8 @@ B="$root/bench/bench_decode.py --page-order sequential --seqlens-q 1"
 run() {  # label, then env assignments
     local label=$1; shift
     env "$@" timeout 60 python3 $B --nheads-k 8 --batches 16 --cache-lens 4096 65536 --pages 0 16 64 256 --out $L/${label}_a > $L/${label}_a.log 2>&1; el "$label a rc $?"
-    env "$@" timeout 40 python3 $B --nheads-k 32 --batches 4 64 --cache-lens 1024 65536 --pages 0 16 256 --out $L/${label}_b > $L/${label}_b.log 2>&1; el "$label b rc $?"
+    env "$@" timeout 40 python3 $B --nheads-k 32 --batches 4 --cache-lens 65536 --pages 0 16 256 --out $L/${label}_b > $L/${label}_b.log 2>&1; el "$label b rc $?"
+    env "$@" timeout 40 python3 $B --nheads-k 32 --batches 64 --cache-lens 1024 --pages 0 16 256 --out $L/${label}_c > $L/${label}_c.log 2>&1; el "$label c rc $?"
 }
 DL="FLASHATTN_KVC_AHEAD=1 FLASHATTN_KVC_ONE_PRODUCER=1 FLASHATTN_KVC_K_FOLD=0 FLASHATTN_KVC_V_FOLD=0"
 run base1 X=1
