@@ -488,8 +488,6 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         if (overlap && *overlap) plan.overlap_products = std::strcmp(overlap, "0") != 0;
         const char* producers = std::getenv(kKvcOneProducerVariable);
         if (producers && *producers) plan.one_producer = p.block_table != nullptr && std::strcmp(producers, "0") != 0;
-        const char* consecutive = std::getenv("FLASHATTN_KVC_DIAG_CONSECUTIVE_PAGES");
-        plan.diag_consecutive_pages = consecutive && std::strcmp(consecutive, "1") == 0;
         const char* k_first = std::getenv(kKvcKFirstVariable);
         plan.k_first = !(k_first && std::strcmp(k_first, "0") == 0);
         const char* merge_group = std::getenv(kKvcMergeGroupVariable);

@@ -31,10 +31,6 @@ struct KvcPlan {
     // The Hopper kernel on a paged cache with one producer warp issuing K's and V's copies (kvc_one_producer), where
     // it otherwise has two.
     bool one_producer = false;
-    // A diagnostic (FLASHATTN_KVC_DIAG_CONSECUTIVE_PAGES=1): the Hopper kernel's paged producers take a sequence's
-    // pages as consecutive blocks from its first table entry on, with no table load a tile (right only for such
-    // tables: for measurement).
-    bool diag_consecutive_pages = false;
     // The Hopper kernel's two producer warps: V's first tile issued once K's first tile has gone out, in the order one
     // warp issues them (the consumers wait for K first); false (FLASHATTN_KVC_K_FIRST=0): each warp at once.
     bool k_first = true;

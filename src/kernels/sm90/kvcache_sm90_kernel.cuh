@@ -457,7 +457,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // us from the block's start against 4.3), and paged calls of 1-4 x 8-32 kv heads ended 0.1-0.6 us later
         // (bench/NOTES.md, "kv-cache: where random pages cost, and the paged producer's first tile").
         const bool k_first = plan.k_first && !(issue_k && issue_v);
-        const int first_block = table_row && plan.diag_consecutive_pages ? table_row[0] : 0;
         const bool marks = issue_k && lane == 0;  // the timeline's (diagnostic builds only)
         if (marks) kvc_mark(kKvProducer);
         // The loop, compiled twice: with the page order (kOrdered) and without it. A paged cache's middle tiles in
@@ -494,9 +493,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                     const KvcPiece piece =
                         kvc_ordered_piece(order, order.merged ? merge_buffers : order_buffers, i, lane);
                     where = piece.block, row = piece.row;
-                } else if (table_row && plan.diag_consecutive_pages) {
-                    where = lane < pieces ? first_block + row / p.page_size : 0;
-                    row %= p.page_size;
                 } else if (table_row) {
                     where = lane < pieces ? table_row[row / p.page_size] : 0;
                     row %= p.page_size;
