@@ -292,9 +292,6 @@ constexpr const char* kKvcAllRowsVariable = "FLASHATTN_KVC_ALL_ROWS";
 // FLASHATTN_KVC_ONE_PRODUCER=0/1: the Hopper kv-cache kernel on a paged cache with two / one producer warps, whatever
 // kvc_one_producer says (for comparison).
 constexpr const char* kKvcOneProducerVariable = "FLASHATTN_KVC_ONE_PRODUCER";
-// FLASHATTN_KVC_WHOLE_TILE_PAGES=0: the Hopper kv-cache kernel copies a paged tile of one piece through the pieces'
-// per-lane path, as before KvcPlan::whole_tile_pages (for comparison).
-constexpr const char* kKvcWholeTilePagesVariable = "FLASHATTN_KVC_WHOLE_TILE_PAGES";
 // FLASHATTN_KVC_K_FIRST=0: the Hopper kv-cache kernel's two producer warps issue their first tiles at once, V's not
 // held until K's has gone out (for comparison).
 constexpr const char* kKvcKFirstVariable = "FLASHATTN_KVC_K_FIRST";
@@ -491,8 +488,6 @@ KvcPlan kvc_plan_for(const AttnParams& p) {
         if (overlap && *overlap) plan.overlap_products = std::strcmp(overlap, "0") != 0;
         const char* producers = std::getenv(kKvcOneProducerVariable);
         if (producers && *producers) plan.one_producer = p.block_table != nullptr && std::strcmp(producers, "0") != 0;
-        const char* whole_tiles = std::getenv(kKvcWholeTilePagesVariable);
-        plan.whole_tile_pages = !(whole_tiles && std::strcmp(whole_tiles, "0") == 0);
         const char* k_first = std::getenv(kKvcKFirstVariable);
         plan.k_first = !(k_first && std::strcmp(k_first, "0") == 0);
         const char* merge_group = std::getenv(kKvcMergeGroupVariable);

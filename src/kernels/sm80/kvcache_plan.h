@@ -31,10 +31,6 @@ struct KvcPlan {
     // The Hopper kernel on a paged cache with one producer warp issuing K's and V's copies (kvc_one_producer), where
     // it otherwise has two.
     bool one_producer = false;
-    // The Hopper kernel on a paged cache whose tiles are one piece each (one kv head a block, pages a multiple of a
-    // tile's rows): each tile copied as a dense cache's, by one lane at its page's block and row, rather than through
-    // the pieces' per-lane path (FLASHATTN_KVC_WHOLE_TILE_PAGES=0 for the latter).
-    bool whole_tile_pages = true;
     // The Hopper kernel's two producer warps: V's first tile issued once K's first tile has gone out, in the order one
     // warp issues them (the consumers wait for K first); false (FLASHATTN_KVC_K_FIRST=0): each warp at once.
     bool k_first = true;

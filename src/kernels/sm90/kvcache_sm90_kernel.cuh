@@ -133,10 +133,7 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     if (!pieced) {
         if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx(full, kBoxCount * T::kKvBoxElems * 2);
-            if (fold != kFoldNone)
-                copy(boxes, 0, row, 2 * hk);  // a page's whole tile through a folded map: both halves at once
-            else
-                for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems, bx, row);
+            for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems, bx, pos0);
         }
         return;
     }
@@ -447,12 +444,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         const bool issue_k = warp == T::kProducerWarp, issue_v = !issue_k || blockDim.x == T::kThreadsDense;
         const int32_t* table_row = p.block_table ? p.block_table + b * p.block_table_batch_stride : nullptr;
         const int entry = p.cache_batch_idx ? p.cache_batch_idx[b] : b;
-        // In pieces: paged caches, and dense ones read several kv heads a block (as one page as long as the cache);
-        // but paged tiles of one piece (KvcPlan::whole_tile_pages) are copied as a dense cache's, by lane 0.
+        // In pieces: paged caches, and dense ones read several kv heads a block (as one page as long as the cache).
+        const bool pieced = table_row || head_group > 1;
         const int piece_rows = kvc_box_rows(table_row ? p.page_size : 0, T::kBlockN, head_group);
-        const bool whole_tile_pages = plan.whole_tile_pages && table_row && head_group == 1 &&
-                                      piece_rows == T::kBlockN && !plan.pages_in_address_order;
-        const bool pieced = (table_row || head_group > 1) && !whole_tile_pages;
         const uint64_t evict_first = ptx::l2_policy_evict_first();
         // Tile i goes out once tile i - ahead has been used (KvcPlan::tiles_ahead; at most, and by default, a ring's
         // stages, when its stage is free). Consumers use tiles in order, so that wait also frees tile i's stage.
@@ -500,7 +494,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                         kvc_ordered_piece(order, order.merged ? merge_buffers : order_buffers, i, lane);
                     where = piece.block, row = piece.row;
                 } else if (table_row) {
-                    where = (pieced ? lane < pieces : lane == 0) ? table_row[row / p.page_size] : 0;
+                    where = lane < pieces ? table_row[row / p.page_size] : 0;
                     row %= p.page_size;
                 }
                 if (marks && i == 0) kvc_hold(where), kvc_mark(kKvPageRead);
@@ -593,7 +587,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 int where = entry, pieces = 0, row = pos0 + lane * piece_rows;
                 if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
                 if (table_row) {
-                    where = (pieced ? lane < pieces : lane == 0) ? table_row[row / p.page_size] : 0;
+                    where = lane < pieces ? table_row[row / p.page_size] : 0;
                     row %= p.page_size;
                 }
                 if (issue_k) {
