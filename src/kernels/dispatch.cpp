@@ -401,7 +401,8 @@ KvcPlan make_kvc_plan(const AttnParams& p, int sm_count, int blocks_per_sm, int 
         plan.tiles_ahead = kvc_tiles_ahead(grid_blocks, tiles_per_block, sm_count, slots);
         if (fast_memory)
             plan.tiles_ahead = kvc_fast_memory_tiles_ahead(plan.tiles_ahead, p.block_table != nullptr, grid_blocks,
-                                                           tiles_per_block, plan.num_splits, slots, small_pieces);
+                                                           tiles_per_block, plan.num_splits, slots, small_pieces,
+                                                           head_group);
         plan.overlap_products = kvc_overlap_products(grid_blocks, sm_count);
         plan.one_producer = p.block_table != nullptr && kvc_one_producer(key_tiles, plan.num_splits, tiles_in_flight);
     }

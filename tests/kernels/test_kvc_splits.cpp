@@ -355,7 +355,7 @@ TEST(KvcTwoPerSmSplits, BigPagesStayWholeUpTo32kKeys) {
 }
 
 // Fast memory: the whole ring on paged caches of long blocks in units of one or two splits (of any count with 16-row
-// pieces), and on many-wave grids; else the H100 rule's count.
+// pieces; not unsplit blocks of several kv heads on longer pieces), and on many-wave grids; else the H100 rule's count.
 TEST(KvcFastMemoryTilesAhead, WholeRingOnLongPagedBlocksAndManyWaves) {
     constexpr int64_t kSlots = kSms * 2;
     EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 512, 2, kSlots), 0);  // 16 x 8 x 64k, two splits
@@ -372,6 +372,14 @@ TEST(KvcFastMemoryTilesAhead, WholeRingOnLongPagedBlocksAndManyWaves) {
     EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 128, 8, kSlots, /*small_pieces=*/true), 0);
     EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 32, 8, kSlots, /*small_pieces=*/true), 1);
     EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/false, 256, 128, 8, kSlots, /*small_pieces=*/true), 1);
+    // Unsplit grids of several kv heads a block on longer pieces keep one ahead (64 x 32 x 1k page 64, eights; 16 x 32
+    // x 4k page 256, pairs); split ones, and 16-row page pieces, the whole ring.
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 128, 1, kSlots, false, /*head_group=*/8), 1);
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 128, 1, kSlots, false, /*head_group=*/2), 1);
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 512, 2, kSlots, false, /*head_group=*/4), 0);
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 128, 1, kSlots, /*small_pieces=*/true, 4), 0);
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 256, 128, 1, kSlots, false, /*head_group=*/1), 0);
+    EXPECT_EQ(kvc_fast_memory_tiles_ahead(1, /*paged=*/true, 1024, 128, 1, kSlots, false, /*head_group=*/2), 0);
 }
 
 // Balanced splits: the whole ring's page-16 one-wave grids of 4-16 splits merged by the combine kernel (4 x 8 and

@@ -478,13 +478,22 @@ FLASHATTN_HD constexpr int kvc_fast_memory_dense_quads(int group, int group_max,
 // (batch 1 x 8 x 16k, 8 tiles a block; 4 x 8 x 16k, 32) 1-3% slower. Pages of 16-row pieces (small_pieces,
 // kvc_small_page_pieces) take the whole ring in units of any split count since their K pieces are one copy each
 // (KvcPlan::k_fold): then 4 x 8 x 64k page 16 262.9 against 265.7 us, 1 x 32 x 64k page 16 260.6 against 263.0.
+// Unsplit grids of several kv heads a block (head_group) on pieces longer than 16 rows keep `ahead`: their boxes are
+// runs of a row's kv heads, read as a dense cache's are. On an H200, one query row, one tile ahead against the whole
+// ring: 64 x 32 x 1k (eight kv heads a block) page 64 250.3 against 253.4 us, page 256 249.5 against 253.8; 16 x 32
+// x 4k (pairs) page 64 250.3 against 252.5, page 256 249.2 against 253.6; 64 x 8 x 4k page 256 251.5 against 251.4
+// (four rows 255.2 against 257.0); while their two-split grids read slower with it (16 x 32 x 16k page 64, fours,
+// 953.6 against 945.6; 64 x 8 x 16k page 64 962.2 against 953.1), as one kv head a block does (16 x 8 x 16k page 64
+// 251.8 against 249.6) (bench/NOTES.md, "kv-cache: the paged path apart from where pages lie").
 constexpr int64_t kKvcFullRingMinTiles = 64;
 constexpr int64_t kKvcFullRingMaxSplits = 2;
 FLASHATTN_HD constexpr int kvc_fast_memory_tiles_ahead(int ahead, bool paged, int64_t blocks, int64_t tiles_per_block,
-                                                       int64_t splits, int64_t slots, bool small_pieces = false) {
+                                                       int64_t splits, int64_t slots, bool small_pieces = false,
+                                                       int head_group = 1) {
     if (blocks > slots) return 0;
     const bool units_fit = splits <= kKvcFullRingMaxSplits || small_pieces;
-    return paged && tiles_per_block >= kKvcFullRingMinTiles && units_fit ? 0 : ahead;
+    const bool grouped_unsplit = head_group > 1 && splits == 1 && !small_pieces;
+    return paged && tiles_per_block >= kKvcFullRingMinTiles && units_fit && !grouped_unsplit ? 0 : ahead;
 }
 
 // Balanced splits (KvcPlan::balance_tiles) where they pay, when asked for (FLASHATTN_KVC_BALANCE=rule: not by
