@@ -31,10 +31,6 @@ struct KvcPlan {
     // The Hopper kernel on a paged cache with one producer warp issuing K's and V's copies (kvc_one_producer), where
     // it otherwise has two.
     bool one_producer = false;
-    // A diagnostic (FLASHATTN_KVC_DIAG_DENSE_MAP=1, with the folds off): a paged cache whose table is the pool in
-    // order (sequence b's page j at block b x pages + j) read through tensor maps of the dense cache's shape, at the
-    // sequence's entry and rows, with no table loads (for measurement).
-    bool diag_dense_map = false;
     // The Hopper kernel's two producer warps: V's first tile issued once K's first tile has gone out, in the order one
     // warp issues them (the consumers wait for K first); false (FLASHATTN_KVC_K_FIRST=0): each warp at once.
     bool k_first = true;

@@ -223,23 +223,12 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto box_rows =
         static_cast<uint32_t>(kvc_box_rows(p.block_table ? p.page_size : 0, T::kBlockN, plan.head_group));
     const auto box_heads = static_cast<uint32_t>(plan.head_group);
-    const char* dense_map = std::getenv("FLASHATTN_KVC_DIAG_DENSE_MAP");
-    const bool diag_dense = p.block_table && dense_map && std::strcmp(dense_map, "1") == 0;
-    AttnParams shape = p;  // the maps' geometry: the dense cache's for the diagnostic
-    if (diag_dense) {
-        const int64_t pages = p.seqlen_k / p.page_size;
-        shape.block_table = nullptr, shape.batch_cache = p.batch;
-        shape.k_batch_stride = p.k_batch_stride * pages, shape.v_batch_stride = p.v_batch_stride * pages;
-    }
-    const CacheGeometry gk =
-        cache_geometry(shape, p.head_dim, p.k_row_stride, p.k_head_stride, shape.k_batch_stride);
-    const CacheGeometry gv =
-        cache_geometry(shape, p.head_dim_v, p.v_row_stride, p.v_head_stride, shape.v_batch_stride);
+    const CacheGeometry gk = cache_geometry(p, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
     KvcPlan run = plan;
-    run.diag_dense_map = diag_dense;
     if (run.merge_by_last) run.merge_epoch = next_merge_epoch();
     if (run.balance_tiles > 0) run.claim_epoch = next_merge_epoch();  // (kvc_plan_for turned overlap_products off)
-    run.k_fold = !diag_dense && kvc_k_fold<T>(p, plan);
+    run.k_fold = kvc_k_fold<T>(p, plan);
     CUtensorMap map_k;
     if (run.k_fold) {
         // (64 columns, 8 rows, 2 * kv head + half, 8-row group, page): a piece is box_rows / 8 groups of both halves.
@@ -253,7 +242,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     } else {
         map_k = make_tensor_map_4d_sw128(p.k, p.dtype, gk.dims, gk.strides, T::kBoxCols, box_rows, box_heads);
     }
-    run.v_fold_rows = diag_dense ? 0 : kvc_v_fold_rows<T>(p, plan, box_rows);
+    run.v_fold_rows = kvc_v_fold_rows<T>(p, plan, box_rows);
     CUtensorMap map_v;
     if (run.v_fold_rows > 0) {
         // V's halves as a dimension of their own, 64 elements apart, folded with the kv heads (2 * head + half).

@@ -493,7 +493,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                     const KvcPiece piece =
                         kvc_ordered_piece(order, order.merged ? merge_buffers : order_buffers, i, lane);
                     where = piece.block, row = piece.row;
-                } else if (table_row && !plan.diag_dense_map) {
+                } else if (table_row) {
                     where = lane < pieces ? table_row[row / p.page_size] : 0;
                     row %= p.page_size;
                 }
