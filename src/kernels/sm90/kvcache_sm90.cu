@@ -31,7 +31,7 @@ constexpr int64_t kTmaStrideElems = 8;  // the copy engine's strides are multipl
 constexpr uintptr_t kTmaBaseAlign = 16;
 
 std::atomic<int64_t> g_launches{0}, g_cluster_launches{0}, g_ordered_launches{0}, g_v_fold_launches{0},
-    g_k_fold_launches{0}, g_lean_launches{0};
+    g_k_fold_launches{0}, g_lean_launches{0}, g_flat_pool_launches{0};
 
 // Packed query rows a kv head: query rows x the query heads that share it (the head-group and many-waves rules').
 int64_t kv_rows_of(const AttnParams& p) { return kvc_kv_rows(p.seqlen_q, p.nheads, p.nheads_k); }
@@ -291,6 +291,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
         if (run.v_fold_rows > 0) g_v_fold_launches.fetch_add(1, std::memory_order_relaxed);
         if (run.k_fold) g_k_fold_launches.fetch_add(1, std::memory_order_relaxed);
         if (lean) g_lean_launches.fetch_add(1, std::memory_order_relaxed);
+        if (run.flat_pool) g_flat_pool_launches.fetch_add(1, std::memory_order_relaxed);
     });
 }
 
@@ -402,6 +403,7 @@ int64_t kvc_sm90_cluster_launches() { return g_cluster_launches.load(std::memory
 int64_t kvc_sm90_ordered_launches() { return g_ordered_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_v_fold_launches() { return g_v_fold_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_k_fold_launches() { return g_k_fold_launches.load(std::memory_order_relaxed); }
+int64_t kvc_sm90_flat_pool_launches() { return g_flat_pool_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_lean_launches() { return g_lean_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn::kernels
