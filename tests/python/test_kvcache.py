@@ -668,17 +668,12 @@ def test_flat_pool_maps_give_the_same_bits(page_size, folds, num_splits, spaced,
     randn = cuda_randn(17)
     pages = -(-1100 // page_size)
     blocks = 3 * pages + 2
-    nan = float("nan")
-    store = torch.full((blocks, page_size + (16 if spaced else 0), 8, 128), nan, dtype=torch.bfloat16, device="cuda")
-    k_cache = store[:, :page_size]
-    v_cache = torch.full_like(store, nan)[:, :page_size]
-    table = random_block_table(blocks, 3, pages, randn.generator).cuda()
+    table = random_block_table(blocks, 3, pages, randn.generator)
     lengths = [1100, 517, 3]
-    for b, n in enumerate(lengths):
-        for j in range(-(-n // page_size)):
-            rows = min(page_size, n - j * page_size)
-            k_cache[table[b, j], :rows] = randn(rows, 8, 128)
-            v_cache[table[b, j], :rows] = randn(rows, 8, 128)
+    k_cache, v_cache = (
+        nan_past(torch.full((blocks, page_size + (16 if spaced else 0), 8, 128), float("nan"), dtype=torch.bfloat16,
+                            device="cuda")[:, :page_size], lengths, 0, table, None, None, randn) for _ in range(2))
+    table = table.cuda()
     q = randn(3, 1, 32, 128)
     seqlens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
     monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "1")
