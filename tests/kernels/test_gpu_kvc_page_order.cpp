@@ -138,8 +138,8 @@ TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
     }
 }
 
-// One fold's cases: each call with the case's field `env` (OrderCase::fold_env or k_fold_env, the environment
-// variable named `variable`) set to its fold_env, checking which path `which` says it took.
+// One fold's cases (or the flat pool's): each call with the case's field `env` (OrderCase::fold_env, k_fold_env or
+// flat_env, the environment variable named `variable`) set to its fold_env, checking which path `which` says it took.
 struct FoldCase {
     int64_t page;
     int num_splits;
