@@ -21,7 +21,7 @@ is timed in the same interleaved rounds as the plain one.
 
 A shape is batch:nheads_k:cache_len[:page] (seqlen_q 1 or --seqlen-q, nheads_q 32, head dim 128, bf16, causal, as
 bench_decode.py); with a page size the cache is paged as bench_decode.py pages it (the dense cache's storage cut into
-pages, the block table a random permutation).
+pages, the block table a random permutation, or as --page-order says).
 """
 import argparse
 import json
@@ -51,14 +51,14 @@ def shape_queries(batch, nheads_k, cache_len, seqlen_q):
     return gen, q
 
 
-def shape_cache(batch, nheads_k, cache_len, page, gen):
+def shape_cache(batch, nheads_k, cache_len, page, gen, page_order="random"):
     """The shape's full cache, (k, v, lengths, block table): dense, or paged as bench_decode.py pages it."""
     k_cache = torch.randn(batch, cache_len, nheads_k, bd.HEAD_DIM, device=bd.DEVICE, dtype=bd.DTYPE, generator=gen)
     v_cache = torch.randn_like(k_cache)
     lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=bd.DEVICE)
     table = None
     if page:
-        k_cache, v_cache, table = bd.paged_cache(k_cache, v_cache, page, gen)
+        k_cache, v_cache, table = bd.paged_cache(k_cache, v_cache, page, gen, page_order)
     return k_cache, v_cache, lengths, table
 
 
@@ -112,6 +112,8 @@ def main():
                     help="also time each graph with one element a 2 MiB page of each of its buffers read just before "
                          "it (the pages' translations warm, their lines cold)")
     ap.add_argument("--seqlen-q", type=int, default=1, help="query rows (SDPA gets the bottom-right causal mask)")
+    ap.add_argument("--page-order", choices=["random", "sequential", "local", "sorted"], default="random",
+                    help="the block tables' order, as bench_decode.py's option of that name (default random)")
     args = ap.parse_args()
     variants = parse_variants(args.env)
     from flashattn import flash_attn_with_kvcache
@@ -122,7 +124,7 @@ def main():
         batch, nheads_k, cache_len, page = parse_shape(text)
         gen, q = shape_queries(batch, nheads_k, cache_len, args.seqlen_q)
         sdpa = bd.run_sdpa(q, gen, batch, nheads_k, cache_len, bd.sdpa_has_enable_gqa(), bd.WARMUP, bd.REPS, flush)
-        k_cache, v_cache, lengths, block_table = shape_cache(batch, nheads_k, cache_len, page, gen)
+        k_cache, v_cache, lengths, block_table = shape_cache(batch, nheads_k, cache_len, page, gen, args.page_order)
         graphs, outputs = {}, {}
         for label, settings in variants:
             with env_set(settings):  # the plan is read while a graph is captured
