@@ -7,8 +7,7 @@
 // on every paged call without ALiBi, =0 nowhere. And the paged V pieces copied both 64-column halves at once
 // (KvcPlan::v_fold_rows, kvc_v_fold_rows in src/kernels/sm90/kvcache_sm90.cu): which calls fold (by the count of
 // launches that did), with the CPU path's result, and FLASHATTN_KVC_V_FOLD=0 keeping them to one copy a half; the
-// same for the paged K pieces (KvcPlan::k_fold, kvc_k_fold) and FLASHATTN_KVC_K_FOLD=0. And the pool read through
-// maps of one long row dimension where FLASHATTN_KVC_FLAT_POOL=1 asks (KvcPlan::flat_pool, kvc_flat_pool).
+// same for the paged K pieces (KvcPlan::k_fold, kvc_k_fold) and FLASHATTN_KVC_K_FOLD=0.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,10 +44,9 @@ struct OrderCase {
     // table order)
     const char* fast_env = "0";
     const char* k_fold_env = "";  // FLASHATTN_KVC_K_FOLD
-    const char* flat_env = "";    // FLASHATTN_KVC_FLAT_POOL
 };
 struct Paths {
-    bool ordered, folded, k_folded, flat;
+    bool ordered, folded, k_folded;
 };
 Paths run_case(const OrderCase& c) {
     constexpr int64_t kBatch = 2, kHeads = 32, kHeadsK = 8, kCapacity = 6000;
@@ -95,17 +93,15 @@ Paths run_case(const OrderCase& c) {
     ScopedEnv path_env("FLASHATTN_KVCACHE_PATH", "");
     ScopedEnv env("FLASHATTN_KVC_PAGE_ORDER", c.env), fold_env("FLASHATTN_KVC_V_FOLD", c.fold_env),
         group_env("FLASHATTN_KVC_HEAD_GROUP", c.head_group_env), fast_env("FLASHATTN_KVC_FAST_MEMORY", c.fast_env),
-        k_fold_env("FLASHATTN_KVC_K_FOLD", c.k_fold_env), flat_env("FLASHATTN_KVC_FLAT_POOL", c.flat_env);
+        k_fold_env("FLASHATTN_KVC_K_FOLD", c.k_fold_env);
     const int64_t ordered_before = kernels::kvc_sm90_ordered_launches();
     const int64_t folded_before = kernels::kvc_sm90_v_fold_launches();
     const int64_t k_folded_before = kernels::kvc_sm90_k_fold_launches();
-    const int64_t flat_before = kernels::kvc_sm90_flat_pool_launches();
     kvcache_forward(a);
     cuda_sync_check("the paged kv-cache call");
     const Paths paths{kernels::kvc_sm90_ordered_launches() > ordered_before,
                       kernels::kvc_sm90_v_fold_launches() > folded_before,
-                      kernels::kvc_sm90_k_fold_launches() > k_folded_before,
-                      kernels::kvc_sm90_flat_pool_launches() > flat_before};
+                      kernels::kvc_sm90_k_fold_launches() > k_folded_before};
 
     const HostTensor out_gpu = dout.download(), lse_gpu = dlse.download();
     EXPECT_FALSE(out_gpu.has_poison_or_nan());
@@ -138,8 +134,8 @@ TEST_F(GpuKvcPageOrder, WhichCallsReadPagesInAddressOrder) {
     }
 }
 
-// One fold's cases (or the flat pool's): each call with the case's field `env` (OrderCase::fold_env, k_fold_env or
-// flat_env, the environment variable named `variable`) set to its fold_env, checking which path `which` says it took.
+// One fold's cases: each call with the case's field `env` (OrderCase::fold_env or k_fold_env, the environment
+// variable named `variable`) set to its fold_env, checking which path `which` says it took.
 struct FoldCase {
     int64_t page;
     int num_splits;
@@ -193,24 +189,6 @@ TEST_F(GpuKvcPageOrder, WhichCallsFoldKHalves) {
              FoldCase{16, 1, "", "0", "1", 128, false},    // FLASHATTN_KVC_K_FOLD=0
              FoldCase{16, 1, "", "", "max", 128, false},   // several kv heads a block
              FoldCase{16, 2, "", "", "1", 64, false},      // one 64-column half
-         });
-}
-
-TEST_F(GpuKvcPageOrder, WhichCallsReadTheFlatPool) {
-    if (!sm90a_kernels_run_here()) GTEST_SKIP() << "needs the Hopper kv-cache kernel (compute capability 9.0, sm_90a)";
-    // FLASHATTN_KVC_FLAT_POOL=1 (KvcPlan::flat_pool): the pool (one tensor, its blocks one after the other) read through
-    // maps of one long row dimension, with the CPU path's result: K folded or not, any piece rows, one kv head a block
-    // or several, table and address order, one split or several. Unset or 0: the usual maps.
-    expect_folds("FLASHATTN_KVC_FLAT_POOL", &OrderCase::flat_env, &Paths::flat, {
-             FoldCase{16, 1, "", "1", "1", 128, true},      // 16-row pieces, pages in address order (the H100 rule)
-             FoldCase{16, 7, "0", "1", "1", 128, true},     // table order, seven splits
-             FoldCase{48, 3, "", "1", "1", 128, true},      // pages of three 16-row pieces
-             FoldCase{64, 5, "", "1", "", 128, true},       // a whole tile a piece, the head-group rule
-             FoldCase{256, 1, "0", "1", "1", 128, true},
-             FoldCase{16, 1, "", "1", "max", 128, true},    // several kv heads a block
-             FoldCase{16, 2, "", "1", "1", 64, true},       // head dim 64
-             FoldCase{16, 1, "", "", "1", 128, false},      // unset
-             FoldCase{16, 1, "", "0", "1", 128, false},
          });
 }
 

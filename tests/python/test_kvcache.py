@@ -655,51 +655,6 @@ def test_k_halves_folded_give_the_same_bits(page_size, monkeypatch):
     assert torch.equal(results[0][1], results[1][1])
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the pool's maps are the GPU kernel's")
-@pytest.mark.parametrize("page_size,folds,num_splits,spaced", [
-    (16, "1", 0, False), (16, "0", 3, False), (48, "1", 1, False), (64, "1", 20, False), (256, "1", 0, False),
-    (256, "0", 5, False), (16, "1", 0, True)])
-def test_flat_pool_maps_give_the_same_bits(page_size, folds, num_splits, spaced, monkeypatch):
-    # FLASHATTN_KVC_FLAT_POOL=1: the paged pool's tensor maps take it as one run of rows (KvcPlan::flat_pool) rather
-    # than a page's rows and the blocks. The same boxes land from the same addresses, so the outputs are equal to the
-    # bit, with K's and V's halves folded into one copy or not, one split or several. The caches are NaN past the
-    # lengths (one ends inside a page). `spaced`: each block of the pool 16 rows further on than a page (a view of a
-    # larger pool), which the flat maps cannot describe: that call keeps the usual maps.
-    randn = cuda_randn(17)
-    pages = -(-1100 // page_size)
-    blocks = 3 * pages + 2
-    table = random_block_table(blocks, 3, pages, randn.generator)
-    lengths = [1100, 517, 3]
-    k_cache, v_cache = (
-        nan_past(torch.full((blocks, page_size + (16 if spaced else 0), 8, 128), float("nan"), dtype=torch.bfloat16,
-                            device="cuda")[:, :page_size], lengths, 0, table, None, None, randn) for _ in range(2))
-    table = table.cuda()
-    q = randn(3, 1, 32, 128)
-    seqlens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
-    monkeypatch.setenv("FLASHATTN_KVC_HEAD_GROUP", "1")
-    monkeypatch.setenv("FLASHATTN_KVC_K_FOLD", folds)
-    monkeypatch.setenv("FLASHATTN_KVC_V_FOLD", folds)
-    results = []
-    for flat in ("0", "1"):
-        monkeypatch.setenv("FLASHATTN_KVC_FLAT_POOL", flat)
-        results.append(flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens, block_table=table,
-                                               causal=True, num_splits=num_splits, return_softmax_lse=True))
-    assert not results[1][0].isnan().any()
-    assert torch.equal(results[0][0], results[1][0])
-    assert torch.equal(results[0][1], results[1][1])
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("page_size,num_splits", [(16, 0), (64, 3)])
-def test_flat_pool_maps_against_the_reference(device, page_size, num_splits, monkeypatch):
-    # The flat pool's maps (FLASHATTN_KVC_FLAT_POOL=1) on a call with an append, rotary and GQA, the caches NaN past
-    # the lengths, checked against the CPU path (which the variable leaves alone).
-    monkeypatch.setenv("FLASHATTN_KVC_FLAT_POOL", "1")
-    check(device, torch.bfloat16, batch=3, seqlen_q=2, nheads=32, nheads_k=8, head_dim=128, seqlen_cache=1500,
-          seqlen_new=1, lengths=[1490, 0, 333], page_size=page_size, num_splits=num_splits, rotary_dim=64,
-          causal=True, nan_past_lengths=True)
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k_first", ["0", "1"])
 def test_first_copies_either_way(device, k_first, monkeypatch):

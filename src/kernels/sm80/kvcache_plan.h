@@ -31,11 +31,6 @@ struct KvcPlan {
     // The Hopper kernel on a paged cache with one producer warp issuing K's and V's copies (kvc_one_producer), where
     // it otherwise has two.
     bool one_producer = false;
-    // The Hopper kernel on a paged cache whose pool is one run of rows (each block page_size rows after the one
-    // before): its tensor maps take the pool as one long row dimension, a page's row r of block b at pool row
-    // b x page_size + r, rather than a page's rows and the blocks (kvcache_sm90.cu, kvc_flat_pool; asked for by
-    // FLASHATTN_KVC_FLAT_POOL=1: not yet measured).
-    bool flat_pool = false;
     // The Hopper kernel's two producer warps: V's first tile issued once K's first tile has gone out, in the order one
     // warp issues them (the consumers wait for K first); false (FLASHATTN_KVC_K_FIRST=0): each warp at once.
     bool k_first = true;

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <mutex>
 #include <random>
 
@@ -31,7 +30,7 @@ constexpr int64_t kTmaStrideElems = 8;  // the copy engine's strides are multipl
 constexpr uintptr_t kTmaBaseAlign = 16;
 
 std::atomic<int64_t> g_launches{0}, g_cluster_launches{0}, g_ordered_launches{0}, g_v_fold_launches{0},
-    g_k_fold_launches{0}, g_lean_launches{0}, g_flat_pool_launches{0};
+    g_k_fold_launches{0}, g_lean_launches{0};
 
 // Packed query rows a kv head: query rows x the query heads that share it (the head-group and many-waves rules').
 int64_t kv_rows_of(const AttnParams& p) { return kvc_kv_rows(p.seqlen_q, p.nheads, p.nheads_k); }
@@ -212,24 +211,6 @@ bool kvc_lean(const AttnParams& p, const KvcPlan& plan) {
            !plan.merge_by_last && plan.merge_group != 2 && !(p.softcap > 0.f) && p.alibi_slopes == nullptr;
 }
 
-// FLASHATTN_KVC_FLAT_POOL=1: paged caches read through tensor maps of the pool as one run of rows where kvc_flat_pool
-// allows (KvcPlan::flat_pool; for measurement).
-constexpr const char* kKvcFlatPoolVariable = "FLASHATTN_KVC_FLAT_POOL";
-
-// Whether a paged cache's maps may take its pool as one long row dimension (KvcPlan::flat_pool): asked for, each
-// block of K and V page_size rows after the one before (the pool one tensor, as a paged allocator's is), and the pool's
-// rows within the copy engine's 32-bit coordinates. Why: on an H200 a page's 16-row pieces read 5% slower at 16 x 8 x
-// 4k, 0.6% at 16 x 8 x 64k, through maps whose row dimension is a page's 16 rows than the same boxes at the same
-// addresses through a map of long rows (bench/NOTES.md, "kv-cache: the paged path apart from where pages lie"; with
-// the folded copies off, pages in the pool's order). Not yet measured with the folded copies or pages in random order.
-bool kvc_flat_pool(const AttnParams& p) {
-    const char* choice = std::getenv(kKvcFlatPoolVariable);
-    if (!(choice && std::strcmp(choice, "1") == 0) || !p.block_table) return false;
-    const int64_t rows = int64_t(p.batch_cache) * p.page_size;
-    return p.k_batch_stride == int64_t(p.page_size) * p.k_row_stride &&
-           p.v_batch_stride == int64_t(p.page_size) * p.v_row_stride && rows <= std::numeric_limits<int32_t>::max();
-}
-
 template <class T>
 void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto stream = static_cast<cudaStream_t>(p.stream);
@@ -242,18 +223,9 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     const auto box_rows =
         static_cast<uint32_t>(kvc_box_rows(p.block_table ? p.page_size : 0, T::kBlockN, plan.head_group));
     const auto box_heads = static_cast<uint32_t>(plan.head_group);
-    // The maps' geometry: a paged pool as one run of rows, one entry (KvcPlan::flat_pool), or as it is.
-    const bool flat_pool = kvc_flat_pool(p);
-    AttnParams shape = p;
-    if (flat_pool) {
-        shape.block_table = nullptr;  // rows, not a page's: cache_geometry's dense form
-        shape.seqlen_k = static_cast<int32_t>(int64_t(p.batch_cache) * p.page_size);
-        shape.batch_cache = 1;
-    }
-    const CacheGeometry gk = cache_geometry(shape, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
-    const CacheGeometry gv = cache_geometry(shape, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    const CacheGeometry gk = cache_geometry(p, p.head_dim, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    const CacheGeometry gv = cache_geometry(p, p.head_dim_v, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
     KvcPlan run = plan;
-    run.flat_pool = flat_pool;
     if (run.merge_by_last) run.merge_epoch = next_merge_epoch();
     if (run.balance_tiles > 0) run.claim_epoch = next_merge_epoch();  // (kvc_plan_for turned overlap_products off)
     run.k_fold = kvc_k_fold<T>(p, plan);
@@ -291,7 +263,6 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
         if (run.v_fold_rows > 0) g_v_fold_launches.fetch_add(1, std::memory_order_relaxed);
         if (run.k_fold) g_k_fold_launches.fetch_add(1, std::memory_order_relaxed);
         if (lean) g_lean_launches.fetch_add(1, std::memory_order_relaxed);
-        if (run.flat_pool) g_flat_pool_launches.fetch_add(1, std::memory_order_relaxed);
     });
 }
 
@@ -403,7 +374,6 @@ int64_t kvc_sm90_cluster_launches() { return g_cluster_launches.load(std::memory
 int64_t kvc_sm90_ordered_launches() { return g_ordered_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_v_fold_launches() { return g_v_fold_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_k_fold_launches() { return g_k_fold_launches.load(std::memory_order_relaxed); }
-int64_t kvc_sm90_flat_pool_launches() { return g_flat_pool_launches.load(std::memory_order_relaxed); }
 int64_t kvc_sm90_lean_launches() { return g_lean_launches.load(std::memory_order_relaxed); }
 
 }  // namespace flashattn::kernels

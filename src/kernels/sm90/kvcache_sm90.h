@@ -52,8 +52,6 @@ int64_t kvc_sm90_ordered_launches();
 int64_t kvc_sm90_v_fold_launches();
 // ... and those whose K pieces were (KvcPlan::k_fold).
 int64_t kvc_sm90_k_fold_launches();
-// ... and those whose tensor maps took the paged pool as one run of rows (KvcPlan::flat_pool).
-int64_t kvc_sm90_flat_pool_launches();
 // Of those, the launches of the lean instance (the common decode call's; kvc_lean in kvcache_sm90.cu).
 int64_t kvc_sm90_lean_launches();
 

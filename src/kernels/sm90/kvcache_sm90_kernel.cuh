@@ -497,7 +497,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                     where = lane < pieces ? table_row[row / p.page_size] : 0;
                     row %= p.page_size;
                 }
-                if (plan.flat_pool) row += where * p.page_size, where = 0;  // (KvcPlan::flat_pool)
                 if (marks && i == 0) kvc_hold(where), kvc_mark(kKvPageRead);
                 if (issue_k) {
                     if (i >= ahead_k) {
@@ -591,7 +590,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                     where = lane < pieces ? table_row[row / p.page_size] : 0;
                     row %= p.page_size;
                 }
-                if (plan.flat_pool) row += where * p.page_size, where = 0;
                 if (issue_k) {
                     if (i >= ahead_k) {
                         const int used = i - ahead_k;
