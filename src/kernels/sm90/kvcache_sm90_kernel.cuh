@@ -447,6 +447,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
         // In pieces: paged caches, and dense ones read several kv heads a block (as one page as long as the cache).
         const bool pieced = table_row || head_group > 1;
         const int piece_rows = kvc_box_rows(table_row ? p.page_size : 0, T::kBlockN, head_group);
+        const int piece_shift = __ffs(piece_rows) - 1;  // piece_rows is a power of two (kvc_box_rows)
         const uint64_t evict_first = ptx::l2_policy_evict_first();
         // Tile i goes out once tile i - ahead has been used (KvcPlan::tiles_ahead; at most, and by default, a ring's
         // stages, when its stage is free). Consumers use tiles in order, so that wait also frees tile i's stage.
@@ -477,6 +478,18 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             auto read_window = [&](int w) {
                 kvc_with_window(order, window, [&](auto& r) { kvc_read_window(order, table_row, w, r, lane); });
             };
+            // Paged: this lane's piece's page (its index in the sequence's table) and its first row there, carried
+            // from tile to tile, a tile being step_pages pages and step_rows rows on. Why: the divisions by page_size
+            // a tile were a third of the paged producers' samples at 16 x 8 x 4k page 16 (bench/NOTES.md, "kv-cache:
+            // the paged producers' divisions"), where the producers, not the memory system, set the pace.
+            int page_at = 0, row_at = 0, step_pages = 0, step_rows = 0;
+            if (table_row) {
+                const int first = seq.leftpad + tile_begin * keys_per_tile + lane * piece_rows;
+                page_at = first / p.page_size;
+                row_at = first - page_at * p.page_size;
+                step_pages = keys_per_tile / p.page_size;
+                step_rows = keys_per_tile - step_pages * p.page_size;
+            }
             for (int i = 0; i < tiles; ++i) {
                 const int ks = i % T::kKStages, vs = i % T::kVStages;
                 const int n0 = (tile_begin + i) * keys_per_tile;
@@ -484,7 +497,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 // In pieces: this lane's piece, and (paged) the block its page maps to (pieces past the sequence are
                 // skipped).
                 int where = entry, pieces = 0, row = pos0 + lane * piece_rows;
-                if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
+                if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) >> piece_shift;
                 if (marks && i == 0) kvc_hold(pieces), kvc_mark(kKvPieces);
                 if (kOrdered && order.active && i >= order.tile_begin && i < order.tile_end) {
                     // A merged range: the other warp's share of the merge is stored (long since: by tile_begin - 1).
@@ -494,8 +507,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                         kvc_ordered_piece(order, order.merged ? merge_buffers : order_buffers, i, lane);
                     where = piece.block, row = piece.row;
                 } else if (table_row) {
-                    where = lane < pieces ? table_row[row / p.page_size] : 0;
-                    row %= p.page_size;
+                    where = lane < pieces ? table_row[page_at] : 0;
+                    row = row_at;
+                }
+                if (table_row) {  // the next tile's page and row
+                    page_at += step_pages, row_at += step_rows;
+                    if (row_at >= p.page_size) row_at -= p.page_size, ++page_at;
                 }
                 if (marks && i == 0) kvc_hold(where), kvc_mark(kKvPageRead);
                 if (issue_k) {
@@ -585,7 +602,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 const int ks = i % T::kKStages, vs = i % T::kVStages;
                 const int pos0 = seq.leftpad + n0;
                 int where = entry, pieces = 0, row = pos0 + lane * piece_rows;
-                if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) / piece_rows;
+                if (pieced) pieces = (min(keys_per_tile, seq.seqlen_k - n0) + piece_rows - 1) >> piece_shift;
                 if (table_row) {
                     where = lane < pieces ? table_row[row / p.page_size] : 0;
                     row %= p.page_size;
