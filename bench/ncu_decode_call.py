@@ -8,6 +8,7 @@ of PAGE, in a random order (as bench/bench_decode.py pages them). "cudnn": PyTor
 contiguous (batch, heads, seqlen, hdim) cache instead (the peer). --flush: a 256 MiB buffer written before each call,
 as bench/bench_decode.py's L2 flush (for profiles that leave the caches alone, --cache-control none).
 NCU_DECODE_SPLITS (environment): num_splits for flashattn's call (default 0, the heuristic's count).
+NCU_DECODE_PAGE_ORDER (environment): the block tables' order, as bench/bench_decode.py's --page-order (default random).
 """
 import os
 import sys
@@ -32,7 +33,7 @@ v = torch.randn_like(k)
 lengths = torch.full((batch,), cache_len, dtype=torch.int32, device=dev)
 table = None
 if page:
-    k, v, table = bd.paged_cache(k, v, page, g)
+    k, v, table = bd.paged_cache(k, v, page, g, os.environ.get("NCU_DECODE_PAGE_ORDER", "random"))
 if peer:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()

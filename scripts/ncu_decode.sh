@@ -12,6 +12,7 @@
 #                      heads, head dim 128, bf16, one query row, causal)
 #   NCU_DECODE_PAGES   page sizes to profile beside the dense cache (default "16")
 #   NCU_DECODE_CUDNN   1 (default) to profile SDPA's cuDNN backend too
+#   NCU_DECODE_PAGE_ORDER  the block tables' order (bench/bench_decode.py's --page-order; default random)
 # Every kernel of the profiled call is profiled (an NVTX range marks it), after three unprofiled calls; the caches are
 # flushed before each profiled kernel (Nsight Compute's default), as the benchmark flushes L2 before each call. Clocks
 # are left to the GPU (--clock-control none), as the timings elsewhere.

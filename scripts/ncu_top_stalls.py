@@ -2,7 +2,11 @@
 """Summarise Nsight Compute's source page (`ncu --import R --page source --csv --print-source sass`): where a kernel's
 warps were sampled, by stall reason, by opcode and by instruction.
 
-    python3 scripts/ncu_top_stalls.py source.csv [--top 40]
+    python3 scripts/ncu_top_stalls.py source.csv[.gz] [--top 40] [--range NAME:LO:HI ...]
+
+--range sums the samples of the instructions at offsets LO to HI (hex, from the kernel's first instruction) by stall
+reason, once for each range: a warp-specialised kernel's producer and consumer code lie in separate ranges, so the
+ranges split the samples by role (bench/NOTES.md, "kv-cache: the paged producers' divisions").
 
 Reads the columns by name, so it follows the CSV's header rather than a fixed layout: the sample count is the first
 column named "Warp Stall Sampling (All Samples)" (or any "Sampling" column), the stall reasons are the columns whose
@@ -10,6 +14,7 @@ names hold "stall" or "pcsamp".
 """
 import argparse
 import csv
+import gzip
 import io
 import re
 import sys
@@ -27,8 +32,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--range", action="append", default=[], help="NAME:LO:HI, hex offsets from the kernel's start")
     args = ap.parse_args()
-    lines = open(args.csv, errors="replace").read().splitlines()
+    opener = gzip.open if args.csv.endswith(".gz") else open
+    with opener(args.csv, "rt", errors="replace") as f:
+        lines = f.read().splitlines()
     start = next((i for i, ln in enumerate(lines) if '"Address"' in ln or ln.startswith("Address")
                   or '"Source"' in ln), None)
     if start is None:
@@ -42,7 +50,7 @@ def main():
     if not sample_col:
         return 1
     reasons = [c for c in cols if c and c != sample_col and re.search(r"stall|pcsamp", c, re.I)
-               and "Not-issued" not in c]
+               and "Not-issued" not in c and "Not Issued" not in c]  # all samples, not the not-issued share again
     total = sum(number(r[sample_col]) for r in rows)
     print(f"samples ({sample_col}): {total:.0f}")
     sums = {c: sum(number(r[c]) for r in rows) for c in reasons}
@@ -50,6 +58,16 @@ def main():
     for c, v in sorted(sums.items(), key=lambda kv: -kv[1])[:25]:
         if v > 0:
             print(f"  {v / max(total, 1) * 100:6.2f}%  {c}")
+    addr_col = "Address" if "Address" in cols else cols[0]
+    base = min((int(r[addr_col], 16) for r in rows if r.get(addr_col, "").startswith("0x")), default=0)
+    for text in args.range:
+        name, lo, hi = text.split(":")
+        inside = [r for r in rows if r.get(addr_col, "").startswith("0x")
+                  and int(lo, 16) <= int(r[addr_col], 16) - base < int(hi, 16)]
+        part = sum(number(r[sample_col]) for r in inside)
+        top = sorted(((sum(number(r[c]) for r in inside), c) for c in reasons), reverse=True)[:6]
+        why = ", ".join(f"{c} {n:.0f}" for n, c in top if n > 0)
+        print(f"\n{name} ({lo}-{hi}): {part:.0f} samples, {part / max(total, 1) * 100:.1f}%: {why}")
     by_op = defaultdict(float)
     src_col = "Source" if "Source" in cols else cols[1]
     for r in rows:
@@ -60,7 +78,6 @@ def main():
     for op, v in sorted(by_op.items(), key=lambda kv: -kv[1])[:25]:
         print(f"  {v / max(total, 1) * 100:6.2f}%  {op}")
     print(f"\nthe {args.top} instructions sampled most (share, address, instruction, its top reasons):")
-    addr_col = "Address" if "Address" in cols else cols[0]
     for r in sorted(rows, key=lambda r: -number(r[sample_col]))[:args.top]:
         v = number(r[sample_col])
         top = sorted(((number(r[c]), c) for c in reasons), reverse=True)[:3]
