@@ -480,8 +480,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             };
             // Paged: this lane's piece's page (its index in the sequence's table) and its first row there, carried
             // from tile to tile, a tile being step_pages pages and step_rows rows on. Why: the divisions by page_size
-            // a tile were a third of the paged producers' samples at 16 x 8 x 4k page 16 (bench/NOTES.md, "kv-cache:
-            // the paged producers' divisions"), where the producers, not the memory system, set the pace.
+            // a tile were a third of the paged producers' samples at 16 x 8 x 4k page 16; without them paged calls
+            // read 0.1-0.3% faster on an H200 (bench/NOTES.md, "kv-cache: the paged producers' divisions").
             int page_at = 0, row_at = 0, step_pages = 0, step_rows = 0;
             if (table_row) {
                 const int first = seq.leftpad + tile_begin * keys_per_tile + lane * piece_rows;
