@@ -129,17 +129,6 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t
 #endif
 }
 
-// Prefetch `bytes` (a multiple of 16) at global address `src` into L2, through the copy engine: nothing lands in
-// shared memory and nothing signals its completion.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-#if FLASHATTN_SM90
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-#else
-    (void)src, (void)bytes;
-    __trap();
-#endif
-}
-
 // An L2 eviction policy for data read once, as the kv cache is by a decode step: its lines are the first L2 gives up
 // when it needs room, so the lines other work left there (a previous kernel's output, not yet written back) stay
 // rather than being written back to make room for a stream nobody reads again.

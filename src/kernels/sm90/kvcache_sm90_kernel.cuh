@@ -385,11 +385,6 @@ __device__ __forceinline__ void kvc_row_columns(bool all_columns, int cols_left,
 // page order's (KvcPageOrder::merged), six from kKvcOrderMergeBarrier: the steps of each warp's share of the merge
 // (kvc_merge_step). The consumers' own is 1.
 constexpr int kKvcKFirstBarrier = 2;
-
-// The paged producers' translation warming: how many tiles past the rings' depth the K warp touches each piece's page
-// ahead of its copies, and how much of it (the least a bulk prefetch takes).
-constexpr int kKvcWarmTilesPastRing = 2;
-constexpr uint32_t kKvcWarmBytes = 16;
 constexpr int kKvcOrderMergeBarrier = 3;
 
 // kLean: the instance for the common decode call (one kv head a block, no softcap or ALiBi, pages in table order,
@@ -488,20 +483,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
             // a tile were a third of the paged producers' samples at 16 x 8 x 4k page 16; without them paged calls
             // read 0.1-0.3% faster on an H200 (bench/NOTES.md, "kv-cache: the paged producers' divisions").
             int page_at = 0, row_at = 0, step_pages = 0, step_rows = 0;
-            // ... and the page and row kWarmAhead tiles on, whose first 16 bytes the K warp prefetches into
-            // L2 as it issues a tile, so that the address translation of a random page is made before its copies
-            // need it (random 16-row pages read at lower DRAM throughput than the same bytes in the pool's order).
-            constexpr int kWarmAhead = T::kKStages + kKvcWarmTilesPastRing;
-            int warm_page = 0, warm_row = 0;
             if (table_row) {
                 const int first = seq.leftpad + tile_begin * keys_per_tile + lane * piece_rows;
                 page_at = first / p.page_size;
                 row_at = first - page_at * p.page_size;
                 step_pages = keys_per_tile / p.page_size;
                 step_rows = keys_per_tile - step_pages * p.page_size;
-                const int warm_first = first + kWarmAhead * keys_per_tile;
-                warm_page = warm_first / p.page_size;
-                warm_row = warm_first - warm_page * p.page_size;
             }
             for (int i = 0; i < tiles; ++i) {
                 const int ks = i % T::kKStages, vs = i % T::kVStages;
@@ -526,24 +513,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
                 if (table_row) {  // the next tile's page and row
                     page_at += step_pages, row_at += step_rows;
                     if (row_at >= p.page_size) row_at -= p.page_size, ++page_at;
-                }
-                if (table_row && issue_k && !(issue_k && issue_v)) {
-                    const int warm_n0 = n0 + kWarmAhead * keys_per_tile;
-                    const int warm_pieces =
-                        i + kWarmAhead < tiles
-                            ? (min(keys_per_tile, seq.seqlen_k - warm_n0) + piece_rows - 1) >> piece_shift
-                            : 0;
-                    if (lane < warm_pieces) {
-                        const int64_t block = table_row[warm_page];
-                        const int64_t k_off =
-                            block * p.k_batch_stride + warm_row * p.k_row_stride + hk * p.k_head_stride;
-                        const int64_t v_off =
-                            block * p.v_batch_stride + warm_row * p.v_row_stride + hk * p.v_head_stride;
-                        ptx::bulk_prefetch_l2(static_cast<const Elem*>(p.k) + k_off, kKvcWarmBytes);
-                        ptx::bulk_prefetch_l2(static_cast<const Elem*>(p.v) + v_off, kKvcWarmBytes);
-                    }
-                    warm_page += step_pages, warm_row += step_rows;
-                    if (warm_row >= p.page_size) warm_row -= p.page_size, ++warm_page;
                 }
                 if (marks && i == 0) kvc_hold(where), kvc_mark(kKvPageRead);
                 if (issue_k) {
