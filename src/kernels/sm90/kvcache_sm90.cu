@@ -142,8 +142,8 @@ int kvc_v_fold_rows(const AttnParams& p, const KvcPlan& plan, uint32_t box_rows)
     if (choice && std::strcmp(choice, "0") == 0) return 0;
     const bool rows_fit = box_rows == kPageBoxRows || box_rows == uint32_t(T::kBlockN);
     const bool contiguous = p.v_head_stride == 2 * T::kBoxCols || p.nheads_k == 1;
-    const bool fold =
-        plan.head_group == 1 && T::kBoxesV == 2 && p.head_dim_v == 2 * T::kBoxCols && rows_fit && contiguous;
+    const bool fold = p.block_table && plan.head_group == 1 && T::kBoxesV == 2 && p.head_dim_v == 2 * T::kBoxCols &&
+                      rows_fit && contiguous;
     return fold ? int(box_rows) : 0;
 }
 
@@ -166,10 +166,7 @@ bool kvc_k_fold(const AttnParams& p, const KvcPlan& plan) {
     if (choice && std::strcmp(choice, "0") == 0) return false;
     const bool contiguous = p.k_head_stride == 2 * T::kBoxCols || p.nheads_k == 1;
     static_assert(kPageBoxRows % kKvcFoldGroupRows == 0, "every page is whole 8-row groups");
-    // A dense cache's tile folds too where its rows are whole 8-row groups from row 0 (no left padding, a capacity of
-    // whole groups: the map reaches no row past it).
-    const bool groups = p.block_table || (!p.cache_leftpad && p.seqlen_k % kKvcFoldGroupRows == 0);
-    return groups && plan.head_group == 1 && T::kBoxes == 2 && p.head_dim == 2 * T::kBoxCols && contiguous;
+    return p.block_table && plan.head_group == 1 && T::kBoxes == 2 && p.head_dim == 2 * T::kBoxCols && contiguous;
 }
 
 // A tag for one launch's arrival flags (KvcPlan::merge_epoch, kvc_all_arrived) or tile claims (KvcPlan::claim_epoch,

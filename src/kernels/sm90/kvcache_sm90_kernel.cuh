@@ -105,7 +105,7 @@ constexpr int kvc_sm90_smem_bytes() {
 // slice, its heads one after the other: the tile's key-rows as KvcTileCols reads them), at row `row` of block
 // `where` (the lane's own: its piece's page and first row there, from the block table or the page order; a dense
 // cache's entry and position); pieces past the sequence are not copied (the masks and the V tail's zeros cover their
-// rows). `fold` (the pieces, or a dense cache's whole tile, through a folded map, the two boxes one copy): kFoldV (V,
+// rows). `fold` (a paged cache's pieces through a folded map, each piece's two boxes one copy): kFoldV (V,
 // KvcPlan::v_fold_rows), the halves landing one after the other; kFoldK (K, KvcPlan::k_fold), interleaved by 8-row
 // group.
 enum KvcFold { kFoldNone, kFoldV, kFoldK };
@@ -133,10 +133,7 @@ __device__ __forceinline__ void issue_cache_tile(Elem* boxes, const CUtensorMap*
     if (!pieced) {
         if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx(full, kBoxCount * T::kKvBoxElems * 2);
-            if (fold != kFoldNone)  // both halves in one copy: the usual tile (V), or its 8-row groups' halves (K)
-                copy(boxes, 0, pos0, 2 * hk);
-            else
-                for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems, bx, pos0);
+            for (int bx = 0; bx < kBoxCount; ++bx) copy_box(boxes + bx * T::kKvBoxElems, bx, pos0);
         }
         return;
     }
