@@ -655,6 +655,35 @@ def test_k_halves_folded_give_the_same_bits(page_size, monkeypatch):
     assert torch.equal(results[0][1], results[1][1])
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the blocks' placement is the GPU kernel's")
+@pytest.mark.parametrize("page_size,num_splits,cluster", [(16, 0, ""), (64, 3, "0"), (None, 0, ""), (16, 4, "")])
+def test_placement_clusters_give_the_same_bits(page_size, num_splits, cluster, monkeypatch):
+    # The Hopper kernel may launch a sequence's kv heads' blocks as a cluster (FLASHATTN_KVC_PLACE=n: n blocks along
+    # the grid's y; unset, its rule), which decides where the blocks run and nothing of what they compute: every
+    # placement gives the same bits, with splits merged by the combine kernel (FLASHATTN_KVC_CLUSTER=0; the clusters
+    # along y beside the splits along z) or in clusters of their own (no placement clusters then).
+    randn = cuda_randn(12)
+    batch, nheads_k, capacity = 3, 8, 2048
+    lengths = torch.tensor([2048, 1001, 17], dtype=torch.int32, device="cuda")
+    q = randn(batch, 1, 32, 128)
+    if page_size:
+        pages = batch * capacity // page_size
+        k_cache, v_cache = randn(pages, page_size, nheads_k, 128), randn(pages, page_size, nheads_k, 128)
+        table = random_block_table(pages, batch, pages // batch, randn.generator).cuda()
+    else:
+        k_cache, v_cache = randn(batch, capacity, nheads_k, 128), randn(batch, capacity, nheads_k, 128)
+        table = None
+    monkeypatch.setenv("FLASHATTN_KVC_CLUSTER", cluster)
+    results = []
+    for placed in ("1", "2", "8", ""):
+        monkeypatch.setenv("FLASHATTN_KVC_PLACE", placed)
+        results.append(flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, block_table=table,
+                                               causal=True, num_splits=num_splits, return_softmax_lse=True))
+    for out, lse in results[1:]:
+        assert torch.equal(out, results[0][0])
+        assert torch.equal(lse, results[0][1])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k_first", ["0", "1"])
 def test_first_copies_either_way(device, k_first, monkeypatch):

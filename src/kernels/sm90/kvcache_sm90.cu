@@ -80,16 +80,18 @@ template <class T>
 struct KvcLaunchConfig {
     cudaLaunchConfig_t config = {};
     cudaLaunchAttribute attribute[1];
-    KvcLaunchConfig(dim3 grid, bool two_producers, int cluster_splits, cudaStream_t stream) {
+    // cluster_splits: a unit's splits merged in their cluster (z); placed: that many blocks along y (a sequence's kv
+    // heads) launched as a cluster for where they run alone (kvc_place_cluster).
+    KvcLaunchConfig(dim3 grid, bool two_producers, int cluster_splits, cudaStream_t stream, int placed = 1) {
         config.gridDim = grid;
         config.blockDim = dim3(two_producers ? T::kThreads : T::kThreadsDense);
         config.dynamicSmemBytes = kvc_sm90_smem_bytes<T>();
         config.stream = stream;
         attribute[0].id = cudaLaunchAttributeClusterDimension;
-        attribute[0].val.clusterDim.x = 1, attribute[0].val.clusterDim.y = 1;
+        attribute[0].val.clusterDim.x = 1, attribute[0].val.clusterDim.y = static_cast<unsigned>(placed);
         attribute[0].val.clusterDim.z = static_cast<unsigned>(cluster_splits);
         config.attrs = attribute;
-        config.numAttrs = cluster_splits > 1 ? 1 : 0;
+        config.numAttrs = cluster_splits > 1 || placed > 1 ? 1 : 0;
     }
 };
 
@@ -190,6 +192,26 @@ uint32_t next_merge_epoch() {
     }
 }
 
+// FLASHATTN_KVC_PLACE=n (1-8): the Hopper kv-cache kernel's blocks launched n along y (a sequence's kv heads) a
+// cluster where its splits do not merge in one; 1: no such clusters; unset: kvc_place_cluster's rule.
+constexpr const char* kKvcPlaceVariable = "FLASHATTN_KVC_PLACE";
+constexpr int kKvcPlaceMax = 8;          // the largest cluster every Hopper part places
+constexpr int kKvcPlacePagedBlocks = 8;  // the rule's clusters on paged caches
+
+// Blocks placed together: the blocks of one sequence's kv heads read the same pages (a page holds every kv head's
+// rows), each its own head's columns. Launched as a cluster, a group of them runs on one GPC, whose address
+// translations they then share, where the hardware otherwise spreads consecutive blocks over the GPCs and each
+// translates the sequence's pages again. The cluster is placement only: the kernel reads nothing of it (its cluster
+// code follows KvcPlan::merge_in_cluster). Returns the blocks along y a cluster (1: none).
+int kvc_place_cluster(const AttnParams& p, const KvcPlan& plan, dim3 grid) {
+    if (plan.merge_in_cluster) return 1;
+    int placed = p.block_table && plan.head_group == 1 ? kKvcPlacePagedBlocks : 1;
+    const char* choice = std::getenv(kKvcPlaceVariable);
+    if (choice && *choice) placed = std::atoi(choice);
+    if (placed < 2 || placed > kKvcPlaceMax || grid.y % unsigned(placed) != 0) return 1;
+    return placed;
+}
+
 // FLASHATTN_KVC_LEAN=0: every call on the general instance (for comparison).
 constexpr const char* kKvcLeanVariable = "FLASHATTN_KVC_LEAN";
 
@@ -254,7 +276,7 @@ void launch(const AttnParams& p, const KvcPlan& plan) {
     }
     launch_kvc_steps<typename T::Elem>(p, run, stream, T::kBlockM, [&](dim3 grid) {
         KvcLaunchConfig<T> launch(grid, p.block_table != nullptr && !plan.one_producer,
-                                  plan.merge_in_cluster ? plan.num_splits : 1, stream);
+                                  plan.merge_in_cluster ? plan.num_splits : 1, stream, kvc_place_cluster(p, plan, grid));
         check_cuda(cudaLaunchKernelEx(&launch.config, kernel, map_k, map_v, p, run),
                    "Hopper kv-cache attention kernel launch");
         g_launches.fetch_add(1, std::memory_order_relaxed);
