@@ -196,7 +196,7 @@ uint32_t next_merge_epoch() {
 // cluster where its splits do not merge in one; 1: no such clusters; unset: kvc_place_cluster's rule.
 constexpr const char* kKvcPlaceVariable = "FLASHATTN_KVC_PLACE";
 constexpr int kKvcPlaceMax = 8;          // the largest cluster every Hopper part places
-constexpr int kKvcPlacePagedBlocks = 8;  // the rule's clusters on paged caches
+constexpr int kKvcPlacePagedBlocks = 2;  // the rule's clusters on paged caches: pairs (eights were slower)
 
 // Blocks placed together: the blocks of one sequence's kv heads read the same pages (a page holds every kv head's
 // rows), each its own head's columns. Launched as a cluster, a group of them runs on one GPC, whose address
