@@ -196,13 +196,16 @@ uint32_t next_merge_epoch() {
 // cluster where its splits do not merge in one; 1: no such clusters; unset: kvc_place_cluster's rule.
 constexpr const char* kKvcPlaceVariable = "FLASHATTN_KVC_PLACE";
 constexpr int kKvcPlaceMax = 8;          // the largest cluster every Hopper part places
-constexpr int kKvcPlacePagedBlocks = 2;  // the rule's clusters on paged caches: pairs (eights were slower)
+constexpr int kKvcPlacePagedBlocks = 2;  // the rule's clusters on paged caches
 
 // Blocks placed together: the blocks of one sequence's kv heads read the same pages (a page holds every kv head's
-// rows), each its own head's columns. Launched as a cluster, a group of them runs on one GPC, whose address
-// translations they then share, where the hardware otherwise spreads consecutive blocks over the GPCs and each
-// translates the sequence's pages again. The cluster is placement only: the kernel reads nothing of it (its cluster
-// code follows KvcPlan::merge_in_cluster). Returns the blocks along y a cluster (1: none).
+// rows), each its own head's columns, and the hardware spreads consecutive blocks over the GPU. Launched as a
+// cluster, they run side by side. The cluster is placement only: the kernel reads nothing of it (its cluster code
+// follows KvcPlan::merge_in_cluster). The rule, pairs on paged caches of one kv head a block, as measured on an H200
+// (bench/NOTES.md, "kv-cache: placement clusters"): pairs read the split 64k grids 0.6-0.8% faster (4 x 8 and 1 x 32
+// x 64k page 16: 252.8-253.4 against 254.6-254.9 us, 251.8-252.2 against 253.7-253.9), the rest within noise;
+// clusters of 4 and 8 were slower on every shape, up to 1.6x. Returns the blocks along y a
+// cluster (1: none).
 int kvc_place_cluster(const AttnParams& p, const KvcPlan& plan, dim3 grid) {
     if (plan.merge_in_cluster) return 1;
     int placed = p.block_table && plan.head_group == 1 ? kKvcPlacePagedBlocks : 1;
