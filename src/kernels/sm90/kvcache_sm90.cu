@@ -75,7 +75,8 @@ auto prepared_kernel() {
 }
 
 // The launch's configuration: the grid, the block (two producer warps on paged caches but where KvcPlan::one_producer
-// says one), and with splits merged in a cluster, clusters of one unit's splits along z.
+// says one), and with splits merged in a cluster, clusters of one unit's splits along z; otherwise, where
+// kvc_place_cluster says, clusters along y for placement.
 template <class T>
 struct KvcLaunchConfig {
     cudaLaunchConfig_t config = {};
@@ -202,10 +203,10 @@ constexpr int kKvcPlacePagedBlocks = 2;  // the rule's clusters on paged caches
 // rows), each its own head's columns, and the hardware spreads consecutive blocks over the GPU. Launched as a
 // cluster, they run side by side. The cluster is placement only: the kernel reads nothing of it (its cluster code
 // follows KvcPlan::merge_in_cluster). The rule, pairs on paged caches of one kv head a block, as measured on an H200
-// (bench/NOTES.md, "kv-cache: placement clusters"): pairs read the split 64k grids 0.6-0.8% faster (4 x 8 and 1 x 32
-// x 64k page 16: 252.8-253.4 against 254.6-254.9 us, 251.8-252.2 against 253.7-253.9), the rest within noise;
-// clusters of 4 and 8 were slower on every shape, up to 1.6x. Returns the blocks along y a
-// cluster (1: none).
+// (bench/NOTES.md, "kv-cache: translations warmed, deeper rings, dense folds, placement clusters"): pairs read the
+// split 64k grids 0.6-0.8% faster (4 x 8 and 1 x 32 x 64k page 16: 252.8-253.4 against 254.6-254.9 us, 251.8-252.2
+// against 253.7-253.9), the rest within noise; clusters of 4 and 8 were slower on every shape, up to 1.6x. Returns
+// the blocks along y a cluster (1: none).
 int kvc_place_cluster(const AttnParams& p, const KvcPlan& plan, dim3 grid) {
     if (plan.merge_in_cluster) return 1;
     int placed = p.block_table && plan.head_group == 1 ? kKvcPlacePagedBlocks : 1;
