@@ -1,7 +1,7 @@
 // The kv-cache forward's split heuristic (host code, no GPU needed): a grid of about a block an SM or more is left
 // whole; a smaller one is split by how full the last wave of resident blocks is (decode blocks all take about as
 // long). And the Hopper kv-cache kernel's kv heads a block on paged caches (kvc_head_group), its evict-first copies
-// (kvc_reads_once) and the tiles it keeps in flight (kvc_tiles_ahead).
+// (kvc_reads_once), the tiles it keeps in flight (kvc_tiles_ahead) and its placement clusters (kvc_place_blocks).
 #include <gtest/gtest.h>
 
 #include "common/build_config.h"
@@ -473,6 +473,28 @@ TEST(KvcReadsOnce, CallsUpToFourTimesTheL2) {
     EXPECT_FALSE(kvc_reads_once(4 * kL2 + 1, kL2));
     EXPECT_FALSE(kvc_reads_once(4 * kDecode1k, kL2));  // batch 64: 256 MiB
     EXPECT_FALSE(kvc_reads_once(1, 0));                // no L2 size known: never
+}
+
+// The Hopper kernel's placement clusters (kvc_place_blocks): pairs along y on paged caches of one kv head a block, none
+// on dense caches, grouped blocks or splits merged in clusters; a count asked for wins where it divides the grid's y.
+TEST(KvcPlaceBlocks, PairsOnPagedCachesOfOneKvHeadABlock) {
+    constexpr int kUnset = -1;
+    EXPECT_EQ(kvc_place_blocks(true, 1, false, 128, kUnset), 2);    // batch 16 x 8 kv heads
+    EXPECT_EQ(kvc_place_blocks(true, 1, false, 32, kUnset), 2);     // 4 x 8, splits along z merged by the combine
+    EXPECT_EQ(kvc_place_blocks(false, 1, false, 128, kUnset), 1);   // dense
+    EXPECT_EQ(kvc_place_blocks(true, 4, false, 128, kUnset), 1);    // four kv heads a block
+    EXPECT_EQ(kvc_place_blocks(true, 1, true, 128, kUnset), 1);     // splits merged in their own clusters
+    EXPECT_EQ(kvc_place_blocks(true, 1, false, 3, kUnset), 1);      // batch 3 x 1 kv head: pairs do not divide y
+}
+
+TEST(KvcPlaceBlocks, ACountAskedForWhereItDividesTheGrid) {
+    EXPECT_EQ(kvc_place_blocks(false, 1, false, 128, 8), 8);  // any cache, any group
+    EXPECT_EQ(kvc_place_blocks(true, 4, false, 32, 4), 4);
+    EXPECT_EQ(kvc_place_blocks(true, 1, false, 128, 1), 1);   // none
+    EXPECT_EQ(kvc_place_blocks(true, 1, false, 128, 0), 1);
+    EXPECT_EQ(kvc_place_blocks(true, 1, false, 32, 16), 1);   // past kKvcPlaceMax
+    EXPECT_EQ(kvc_place_blocks(true, 1, false, 12, 8), 1);    // 8 does not divide 12
+    EXPECT_EQ(kvc_place_blocks(true, 1, true, 128, 8), 1);    // never beside a cluster merge
 }
 
 }  // namespace

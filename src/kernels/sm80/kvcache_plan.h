@@ -537,4 +537,20 @@ FLASHATTN_HD constexpr int64_t kvc_fast_memory_one_sm_splits(int64_t splits, int
     return kvc_one_sm_splits(splits, blocks, key_tiles, sm_count);
 }
 
+// The Hopper kv-cache kernel's placement clusters (kvcache_sm90.cu, kvc_place_cluster): the blocks along the grid's y
+// (a sequence's kv heads, consecutive) launched this many a cluster, for where they run (the kernel reads nothing of
+// the cluster). `asked` (FLASHATTN_KVC_PLACE; -1 unset) overrides the rule, pairs on paged caches of one kv head a
+// block; none (1) where the splits merge in clusters of their own, or where the count is outside 2..kKvcPlaceMax or
+// does not divide the grid's y. On an H200 pairs read the split 64k page-16 grids 0.6-0.8% faster and the rest within
+// noise; clusters of 4 and 8 were slower on every shape, up to 1.6x (bench/NOTES.md, "kv-cache: translations warmed,
+// deeper rings, dense folds, placement clusters").
+constexpr int kKvcPlaceMax = 8;          // the largest cluster every Hopper part places
+constexpr int kKvcPlacePagedBlocks = 2;  // the rule's clusters on paged caches
+FLASHATTN_HD constexpr int kvc_place_blocks(bool paged, int head_group, bool merge_in_cluster, int64_t grid_y,
+                                            int asked) {
+    if (merge_in_cluster) return 1;
+    const int placed = asked >= 0 ? asked : paged && head_group == 1 ? kKvcPlacePagedBlocks : 1;
+    return placed < 2 || placed > kKvcPlaceMax || grid_y % placed != 0 ? 1 : placed;
+}
+
 }  // namespace flashattn::kernels

@@ -76,7 +76,7 @@ auto prepared_kernel() {
 
 // The launch's configuration: the grid, the block (two producer warps on paged caches but where KvcPlan::one_producer
 // says one), and with splits merged in a cluster, clusters of one unit's splits along z; otherwise, where
-// kvc_place_cluster says, clusters along y for placement.
+// kvc_place_blocks says, clusters along y for placement.
 template <class T>
 struct KvcLaunchConfig {
     cudaLaunchConfig_t config = {};
@@ -193,27 +193,15 @@ uint32_t next_merge_epoch() {
     }
 }
 
-// FLASHATTN_KVC_PLACE=n (1-8): the Hopper kv-cache kernel's blocks launched n along y (a sequence's kv heads) a
-// cluster where its splits do not merge in one; 1: no such clusters; unset: kvc_place_cluster's rule.
+// FLASHATTN_KVC_PLACE=n: the Hopper kv-cache kernel's blocks launched n along y (a sequence's kv heads) a cluster,
+// for where they run, whatever kvc_place_blocks' rule says (1: none; for comparison).
 constexpr const char* kKvcPlaceVariable = "FLASHATTN_KVC_PLACE";
-constexpr int kKvcPlaceMax = 8;          // the largest cluster every Hopper part places
-constexpr int kKvcPlacePagedBlocks = 2;  // the rule's clusters on paged caches
 
-// Blocks placed together: the blocks of one sequence's kv heads read the same pages (a page holds every kv head's
-// rows), each its own head's columns, and the hardware spreads consecutive blocks over the GPU. Launched as a
-// cluster, they run side by side. The cluster is placement only: the kernel reads nothing of it (its cluster code
-// follows KvcPlan::merge_in_cluster). The rule, pairs on paged caches of one kv head a block, as measured on an H200
-// (bench/NOTES.md, "kv-cache: translations warmed, deeper rings, dense folds, placement clusters"): pairs read the
-// split 64k grids 0.6-0.8% faster (4 x 8 and 1 x 32 x 64k page 16: 252.8-253.4 against 254.6-254.9 us, 251.8-252.2
-// against 253.7-253.9), the rest within noise; clusters of 4 and 8 were slower on every shape, up to 1.6x. Returns
-// the blocks along y a cluster (1: none).
+// The blocks along y a placement cluster (kvc_place_blocks; 1: none).
 int kvc_place_cluster(const AttnParams& p, const KvcPlan& plan, dim3 grid) {
-    if (plan.merge_in_cluster) return 1;
-    int placed = p.block_table && plan.head_group == 1 ? kKvcPlacePagedBlocks : 1;
     const char* choice = std::getenv(kKvcPlaceVariable);
-    if (choice && *choice) placed = std::atoi(choice);
-    if (placed < 2 || placed > kKvcPlaceMax || grid.y % unsigned(placed) != 0) return 1;
-    return placed;
+    const int asked = choice && *choice ? std::max(0, std::atoi(choice)) : -1;
+    return kvc_place_blocks(p.block_table != nullptr, plan.head_group, plan.merge_in_cluster, grid.y, asked);
 }
 
 // FLASHATTN_KVC_LEAN=0: every call on the general instance (for comparison).
